@@ -1,0 +1,78 @@
+"""Command line: evaluate similarity matrices against a relevance matrix.
+
+  python -m jaxsvr.evaluate --similarity S.npy [--similarity S2.npy ...] --relevance R.npy
+
+Prints one JSON object on stdout with every key of `jaxsvr.evaluation.metrics` (ndcg_v2t,
+ndcg_t2v, ndcg_avg, map_v2t, map_t2v, map_avg, ...). Several --similarity files (model
+ensembles) are averaged into one matrix first. Arrays are [n_videos, n_texts] .npy files,
+loaded without pickle. Bad input (missing file, shape mismatch, non-finite similarity,
+relevance outside [0, 1]): one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from jaxsvr import cli
+from jaxsvr.errors import InputError
+from jaxsvr.evaluation import metrics
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m jaxsvr.evaluate", description=__doc__.split("\n")[0])
+    p.add_argument("--similarity", action="append", required=True, metavar="S.npy",
+                   help="[n_videos, n_texts] similarities; repeat to average an ensemble")
+    p.add_argument("--relevance", required=True, metavar="R.npy",
+                   help="[n_videos, n_texts] relevance in [0, 1] (python -m jaxsvr.relevance)")
+    p.add_argument("--threshold", type=float, default=1.0,
+                   help="relevance from which an item is a positive for R@K and ranks")
+    p.add_argument("--backend", default="auto", choices=("auto", "numpy", "jax"),
+                   help="auto: jitted JAX on a GPU/TPU, NumPy on CPU")
+    p.add_argument("--timing", action="store_true", help="add the seconds spent to the JSON")
+    return p  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    start = time.perf_counter()
+    rel = cli.load_npy(args.relevance, "relevance")
+    sim = None
+    for path in args.similarity:
+        s = cli.load_npy(path, "similarity")
+        if s.shape != rel.shape:
+            raise InputError(f"similarity {path} has shape {s.shape}, relevance {args.relevance} "
+                             f"has {rel.shape}: both must be [n_videos, n_texts]")  # fmt: skip
+        if sim is None:
+            sim = s.astype(np.float32, copy=True)
+        else:
+            sim += s
+    if len(args.similarity) > 1:
+        sim /= np.float32(len(args.similarity))
+    if args.backend == "jax" or (args.backend == "auto" and _accelerator_present()):
+        args.backend = "jax"
+    result = metrics.evaluate(sim, rel, threshold=args.threshold, backend=args.backend)
+    if args.timing:
+        result["seconds"] = time.perf_counter() - start
+    json.dump(result, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _accelerator_present() -> bool:
+    """True when JAX is installed and sees a GPU/TPU (importing JAX costs ~1 s, so only then)."""
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        return False
+    import jax
+
+    return jax.default_backend() != "cpu"
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli.run(main))

@@ -1,0 +1,12 @@
+"""Evaluation: nDCG, mAP and instance metrics, exactly as EPIC-KITCHENS-100 computes them.
+
+- `metrics`: `evaluate(sim, rel)`, the metric definitions, input checks, the reduction.
+- `query_stats`: per-query statistics, the boundary shared by the engines; tie rule.
+- `numpy_engine`: the CPU engine (packed-key sort, sparse statistics, threads).
+- `jax_engine`: the jitted engine for accelerators.
+- `python -m jaxsvr.evaluate`: the command line.
+"""
+
+from jaxsvr.evaluation.metrics import check_inputs, evaluate, summarize
+
+__all__ = ["check_inputs", "evaluate", "summarize"]

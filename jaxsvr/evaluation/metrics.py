@@ -1,0 +1,151 @@
+"""Rank-aware retrieval metrics under semantic relevance, EPIC-KITCHENS-100 semantics.
+
+`evaluate(sim, rel)` scores a similarity matrix S [n_videos, n_texts] against a relevance
+matrix R in [0, 1]: video-to-text (v2t) ranks each row, text-to-video (t2v) each column,
+and `_avg` is their mean. All keys of the result:
+
+- `ndcg_*`: nDCG as the EK-100 multi-instance retrieval benchmark computes it: gain r,
+  discount log2(p + 1) for ranks p from 1, and only the first K_i ranked positions count,
+  K_i = #{j: R_ij > 0}; IDCG from R sorted descending with the same cut-off.
+- `ndcg_exp_*`: gain 2^r - 1 ("On Semantic Similarity in Video Retrieval", Wray et al.
+  CVPR 2021, eq. 2); `ndcg_nocut_*`: linear gain without the K_i cut-off.
+- `map_*`: mAP as the EK-100 benchmark computes it: an item is relevant when R = 1 exactly,
+  and AP_i = 1/|{j: R_ij = 1}| sum over ranks k holding an R = 1 item of
+  (sum_{l <= k} r(l)) / k. The numerator sums *graded* relevance (partially relevant items
+  ranked above raise precision), exactly as the official code does; it is not the
+  textbook AP. `map_binary_*` is standard binary AP over the same R = 1 items.
+- `r1_*`, `r5_*`, `r10_*` (percent), `medr_*`, `meanr_*` (1-based rank of the best-ranked
+  positive), `geomean_*` (of R@1, R@5, R@10), `rsum` (R@{1,5,10} of both directions);
+  positives are items with R >= `threshold` (default 1), so a query may have several.
+- `n_queries_*`, `excluded_{ndcg,map,recall}_*`: queries without a relevant item (none with
+  R > 0, none with R = 1, none with R >= threshold) are left out of that metric's mean and
+  counted here; a metric with no query left is null, never NaN.
+- `tied_*`: queries whose similarity row holds equal values. Ties are ranked least relevant
+  first (pessimistic; see `query_stats`), so results equal the official evaluation on
+  tie-free inputs and a model never gains from ties.
+
+nDCG and mAP are fractions in [0, 1], as the official code returns them (published tables
+print them x100); recalls are percentages, as retrieval papers report them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxsvr.errors import InputError
+from jaxsvr.evaluation.query_stats import QueryStats
+
+DIRECTIONS = ("v2t", "t2v")
+AVERAGED = ("ndcg", "ndcg_exp", "ndcg_nocut", "map", "map_binary")
+
+
+def evaluate(
+    sim, rel, *, threshold: float = 1.0, backend: str = "auto", workers: int | None = None
+) -> dict[str, float | int | None]:
+    """All metrics of `sim` against `rel` (see the module docstring for every key).
+
+    Args:
+      sim: [n_videos, n_texts] similarities (NumPy or JAX array), finite.
+      rel: [n_videos, n_texts] relevance in [0, 1].
+      threshold: relevance from which an item counts as a positive for R@K and ranks.
+      backend: "numpy" (CPU), "jax" (jitted; for GPU/TPU) or "auto": "jax" when JAX is
+        already imported and its default backend is an accelerator, else "numpy".
+      workers: CPU threads for the NumPy engine.
+
+    Returns:
+      A flat dict of Python floats/ints (None for a metric without queries).
+
+    Raises:
+      InputError: shapes differ, non-finite similarities, or relevance outside [0, 1].
+    """
+    check_inputs(sim, rel, threshold)
+    engine = choose_backend(backend)
+    if engine == "jax":
+        from jaxsvr.evaluation import jax_engine
+
+        v2t, t2v = jax_engine.query_stats(sim, rel, threshold=threshold)
+    else:
+        from jaxsvr.evaluation import numpy_engine
+
+        v2t, t2v = numpy_engine.query_stats(
+            np.asarray(sim, np.float32), np.asarray(rel, np.float32),
+            threshold=threshold, workers=workers)  # fmt: skip
+    return summarize(v2t, t2v)
+
+
+def choose_backend(backend: str) -> str:
+    """Resolves "auto": jitted JAX on an accelerator, NumPy on CPU (faster there)."""
+    if backend not in ("auto", "numpy", "jax"):
+        raise InputError(f"unknown evaluation backend {backend!r}: use auto, numpy or jax")
+    if backend != "auto":
+        return backend
+    import sys
+
+    if "jax" in sys.modules and sys.modules["jax"].default_backend() != "cpu":
+        return "jax"
+    return "numpy"
+
+
+def check_inputs(sim, rel, threshold: float = 1.0) -> None:
+    """Raises InputError (one line) unless sim/rel are equal-shape 2-D, finite, R in [0, 1]."""
+    if sim.ndim != 2 or rel.ndim != 2 or sim.shape != rel.shape:
+        raise InputError(f"similarity {tuple(sim.shape)} and relevance {tuple(rel.shape)} must "
+                         "be 2-D with the same [n_videos, n_texts] shape")  # fmt: skip
+    if sim.size == 0:
+        raise InputError(f"similarity {tuple(sim.shape)} is empty: need at least one video and text")
+    # min/max propagate NaN and expose inf without a full-size temporary.
+    if not (np.isfinite(float(sim.min())) and np.isfinite(float(sim.max()))):
+        bad = np.argwhere(~np.isfinite(np.asarray(sim)))[0].tolist()
+        raise InputError(f"similarity has non-finite values (first at row {bad[0]}, column "
+                         f"{bad[1]}): fix the model output or drop those rows")  # fmt: skip
+    lo, hi = float(rel.min()), float(rel.max())
+    if not (0.0 <= lo and hi <= 1.0):  # also catches NaN
+        raise InputError(f"relevance must lie in [0, 1], found values in [{lo}, {hi}]")
+    if not 0.0 < threshold <= 1.0:
+        raise InputError(f"positive threshold must be in (0, 1], got {threshold}")
+
+
+def summarize(v2t: QueryStats, t2v: QueryStats) -> dict[str, float | int | None]:
+    """Reduces per-query statistics of both directions to the metrics dict."""
+    out: dict[str, float | int | None] = {}
+    for name, stats in zip(DIRECTIONS, (v2t, t2v)):
+        for key, value in _direction_metrics(stats).items():
+            out[f"{key}_{name}"] = value
+    for key in AVERAGED:
+        a, b = out[f"{key}_v2t"], out[f"{key}_t2v"]
+        out[f"{key}_avg"] = None if a is None or b is None else (a + b) / 2
+    recalls = [out[f"r{k}_{d}"] for d in DIRECTIONS for k in (1, 5, 10)]
+    out["rsum"] = None if None in recalls else float(sum(recalls))
+    return out
+
+
+def _direction_metrics(s: QueryStats) -> dict[str, float | int | None]:
+    has_rel, has_one, has_pos = s.n_rel > 0, s.n_one > 0, s.n_pos > 0
+    out = {
+        "ndcg": _mean(s.dcg, s.idcg, has_rel),
+        "ndcg_exp": _mean(s.dcg_exp, s.idcg_exp, has_rel),
+        "ndcg_nocut": _mean(s.dcg_nocut, s.idcg, has_rel),
+        "map": _mean(s.ap_graded, s.n_one, has_one),
+        "map_binary": _mean(s.ap_binary, s.n_one, has_one),
+    }
+    ranks = s.first_pos[has_pos]
+    for k in (1, 5, 10):
+        out[f"r{k}"] = float(100.0 * np.mean(ranks <= k)) if ranks.size else None
+    out["medr"] = float(np.median(ranks)) if ranks.size else None
+    out["meanr"] = float(np.mean(ranks)) if ranks.size else None
+    rs = [out["r1"], out["r5"], out["r10"]]
+    out["geomean"] = None if None in rs else float(np.prod(rs) ** (1.0 / 3.0))
+    out.update(
+        n_queries=len(s),
+        excluded_ndcg=int(np.sum(~has_rel)),
+        excluded_map=int(np.sum(~has_one)),
+        excluded_recall=int(np.sum(~has_pos)),
+        tied=int(np.sum(s.tied)),
+    )
+    return out
+
+
+def _mean(numerator: np.ndarray, denominator: np.ndarray, keep: np.ndarray) -> float | None:
+    if not keep.any():
+        return None
+    return float(np.mean(numerator[keep] / denominator[keep]))

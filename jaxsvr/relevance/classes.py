@@ -1,0 +1,122 @@
+"""EPIC-style class relevance: R(i, j) = 1/2 IoU(verb classes) + 1/2 IoU(noun classes).
+
+This is the semantic relevance of the EPIC-KITCHENS-100 multi-instance retrieval benchmark
+(Damen et al., IJCV 2022, Sec. "Multi-Instance Retrieval"): two items are fully relevant
+(R = 1) when they share exactly the same verb and noun classes, and partially relevant when
+they share some. With one verb class per item the verb term is 1/2 [v_i = v_j].
+
+Computation (host-side NumPy, float32):
+1. Relevance depends only on the class sets, so each side is factorised into distinct sets
+   (`ClassSets.unique`): EPIC's 9668 test clips hold 97 distinct verb sets and 905 noun sets.
+2. Per part of speech, an IoU table between distinct sets comes from a multi-hot product
+   (intersection = A @ B.T over the classes that occur, union = |a| + |b| - intersection),
+   in row chunks so memory stays bounded.
+3. The full matrix is assembled chunk by chunk with row gathers from the tables, whose
+   columns were expanded to the second side's items once.
+
+`RelevanceIndex` keeps steps 1-2 for one collection (a training set), so a batch x batch
+matrix is two small gathers: about 0.2 ms for B = 512 on this CPU (benchmarks/).
+Two empty sets have IoU 0 (no evidence of relevance), so R(x, x) = 1 needs non-empty sets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxsvr.relevance.class_sets import ClassSets
+
+_CHUNK_ROWS = 256  # keeps temporaries ~4 MB: fresh large buffers cost page faults
+
+
+def iou_table(a: ClassSets, b: ClassSets, *, chunk_rows: int = _CHUNK_ROWS) -> np.ndarray:
+    """IoU between every set of `a` and every set of `b`.
+
+    Args:
+      a, b: class sets; build the table over distinct sets (see `ClassSets.unique`).
+      chunk_rows: rows of `a` per multi-hot product, bounding temporary memory.
+
+    Returns:
+      [len(a), len(b)] float32; 0 where both sets are empty.
+    """
+    classes = np.union1d(a.indices, b.indices)  # only classes that occur
+    hot_b = _multi_hot(b, classes).T  # [K, nb]
+    size_b = b.sizes.astype(np.float32)
+    out = np.empty((len(a), len(b)), np.float32)
+    for start in range(0, len(a), chunk_rows):
+        part = a.take(np.arange(start, min(start + chunk_rows, len(a))))
+        inter = _multi_hot(part, classes) @ hot_b  # exact small integers in float32
+        union = part.sizes.astype(np.float32)[:, None] + size_b[None, :] - inter
+        np.divide(inter, union, out=out[start : start + len(part)], where=union > 0)
+        out[start : start + len(part)][union == 0] = 0.0
+    return out
+
+
+def _multi_hot(sets: ClassSets, classes: np.ndarray) -> np.ndarray:
+    hot = np.zeros((len(sets), classes.size), np.float32)
+    hot[sets.rows, np.searchsorted(classes, sets.indices)] = 1.0
+    return hot
+
+
+class RelevanceIndex:
+    """Class relevance between items of one collection, ready for fast batch matrices.
+
+    Example:
+      index = RelevanceIndex(clips.verb_classes, clips.noun_classes)
+      rel = index.matrix(batch_idx)  # [B, B] float32, rel[i, j] = R(item_i, item_j)
+    """
+
+    def __init__(self, verbs: ClassSets, nouns: ClassSets):
+        if len(verbs) != len(nouns):
+            raise ValueError(f"{len(verbs)} verb sets but {len(nouns)} noun sets")
+        uverbs, self._verb_id = verbs.unique()
+        unouns, self._noun_id = nouns.unique()
+        self._verb_iou = iou_table(uverbs, uverbs)
+        self._noun_iou = iou_table(unouns, unouns)
+
+    def __len__(self) -> int:
+        return self._verb_id.size
+
+    def matrix(self, rows: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
+        """R between items `rows` and items `cols` (default: `rows`), [len(rows), len(cols)]."""
+        rows = np.asarray(rows)
+        cols = rows if cols is None else np.asarray(cols)
+        out = np.take(self._verb_iou[self._verb_id[rows]], self._verb_id[cols], axis=1)
+        out += np.take(self._noun_iou[self._noun_id[rows]], self._noun_id[cols], axis=1)
+        out *= np.float32(0.5)
+        return out
+
+
+def class_relevance(
+    a_verbs: ClassSets,
+    a_nouns: ClassSets,
+    b_verbs: ClassSets,
+    b_nouns: ClassSets,
+    *,
+    chunk_rows: int = _CHUNK_ROWS,
+) -> np.ndarray:
+    """R(i, j) = 1/2 IoU(verbs_i, verbs_j) + 1/2 IoU(nouns_i, nouns_j) for all pairs.
+
+    Args:
+      a_verbs, a_nouns: class sets of the row items (e.g. test clips).
+      b_verbs, b_nouns: class sets of the column items (e.g. test sentences).
+      chunk_rows: rows assembled at a time.
+
+    Returns:
+      [len(a), len(b)] float32 in [0, 1].
+    """
+    if len(a_verbs) != len(a_nouns) or len(b_verbs) != len(b_nouns):
+        raise ValueError("verb and noun sets must describe the same items on each side")
+    out = np.empty((len(a_verbs), len(b_verbs)), np.float32)
+    tables = []
+    for sets_a, sets_b in ((a_verbs, b_verbs), (a_nouns, b_nouns)):
+        ua, ia = sets_a.unique()
+        ub, ib = sets_b.unique()
+        # Columns expanded once: [distinct a sets, n_b]; rows are gathered per chunk.
+        tables.append((np.take(iou_table(ua, ub), ib, axis=1), ia))
+    (verb_cols, verb_id), (noun_cols, noun_id) = tables
+    for start in range(0, out.shape[0], chunk_rows):
+        part = out[start : start + chunk_rows]
+        np.take(verb_cols, verb_id[start : start + part.shape[0]], axis=0, out=part)
+        part += noun_cols[noun_id[start : start + part.shape[0]]]
+        part *= np.float32(0.5)
+    return out
