@@ -34,26 +34,50 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, dict]:
     (workdir / "config.json").write_text(config.to_json_best_effort(indent=1) + "\n")
     clips, sentences = _load(config.data)
     start = time.perf_counter()
-    rel = class_relevance(clips.verb_classes, clips.noun_classes,
-                          sentences.verb_classes, sentences.noun_classes)  # fmt: skip
-    logging.info("relevance %d x %d: mean %.5f, %.6f of entries = 1 (%.2fs)", *rel.shape,
-                 rel.mean(dtype=np.float64), (rel == 1).mean(), time.perf_counter() - start)  # fmt: skip
+    rel = class_relevance(
+        clips.verb_classes, clips.noun_classes, sentences.verb_classes, sentences.noun_classes
+    )
+    logging.info(
+        "relevance %d x %d: mean %.5f, %.6f of entries = 1 (%.2fs)",
+        *rel.shape,
+        rel.mean(dtype=np.float64),
+        (rel == 1).mean(),
+        time.perf_counter() - start,
+    )
     rng = np.random.default_rng(config.seed)
     references = {"random": lambda: rng.standard_normal(rel.shape, np.float32)}
     for sigma in config.eval.oracle_noise:
-        references[f"oracle_{sigma:g}"] = lambda s=sigma: rel + s * rng.standard_normal(rel.shape, np.float32)
+        references[f"oracle_{sigma:g}"] = lambda s=sigma: (
+            rel + s * rng.standard_normal(rel.shape, np.float32)
+        )
     references["perfect"] = lambda: rel
     results = {}
-    logging.info("%-12s %8s %8s %8s %8s %8s %7s", "similarity", "nDCG", "mAP", "nDCGexp",
-                 "mAPbin", "RSum", "secs")  # fmt: skip
+    logging.info(
+        "%-12s %8s %8s %8s %8s %8s %7s",
+        "similarity",
+        "nDCG",
+        "mAP",
+        "nDCGexp",
+        "mAPbin",
+        "RSum",
+        "secs",
+    )
     for name, make in references.items():
         sim = make()
         start = time.perf_counter()
         m = evaluate(sim, rel, threshold=config.eval.threshold, backend=config.eval.backend)
         m["seconds"] = time.perf_counter() - start
         results[name] = m
-        logging.info("%-12s %8.4f %8.4f %8.4f %8.4f %8.1f %7.2f", name, m["ndcg_avg"],
-                     m["map_avg"], m["ndcg_exp_avg"], m["map_binary_avg"], m["rsum"], m["seconds"])  # fmt: skip
+        logging.info(
+            "%-12s %8.4f %8.4f %8.4f %8.4f %8.1f %7.2f",
+            name,
+            m["ndcg_avg"],
+            m["map_avg"],
+            m["ndcg_exp_avg"],
+            m["map_binary_avg"],
+            m["rsum"],
+            m["seconds"],
+        )
     path = workdir / "metrics.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(results, indent=1) + "\n")
@@ -69,9 +93,18 @@ def _load(data: ml_collections.ConfigDict):
         clips = epic100.read_clips(root / epic100.TEST_CLIPS)
         sentences = epic100.read_sentences(root / epic100.TEST_SENTENCES, clips)
     else:
-        logging.info("data: built-in synthetic kitchen annotations (%d videos x %d clips, seed "
-                     "%d); nothing is downloaded", data.num_videos, data.clips_per_video, data.seed)  # fmt: skip
+        logging.info(
+            "data: built-in synthetic kitchen annotations (%d videos x %d clips, seed "
+            "%d); nothing is downloaded",
+            data.num_videos,
+            data.clips_per_video,
+            data.seed,
+        )
         clips, sentences = kitchen.generate(data.num_videos, data.clips_per_video, data.seed)
-    logging.info("data: %d clips in %d videos, %d sentences", len(clips),
-                 len(set(clips.video_id)), len(sentences))  # fmt: skip
+    logging.info(
+        "data: %d clips in %d videos, %d sentences",
+        len(clips),
+        len(set(clips.video_id)),
+        len(sentences),
+    )
     return clips, sentences

@@ -24,17 +24,36 @@ from jaxsvr.evaluation import metrics
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m jaxsvr.evaluate", description=__doc__.split("\n")[0])
-    p.add_argument("--similarity", action="append", required=True, metavar="S.npy",
-                   help="[n_videos, n_texts] similarities; repeat to average an ensemble")
-    p.add_argument("--relevance", required=True, metavar="R.npy",
-                   help="[n_videos, n_texts] relevance in [0, 1] (python -m jaxsvr.relevance)")
-    p.add_argument("--threshold", type=float, default=1.0,
-                   help="relevance from which an item is a positive for R@K and ranks")
-    p.add_argument("--backend", default="auto", choices=("auto", "numpy", "jax"),
-                   help="auto: jitted JAX on a GPU/TPU, NumPy on CPU")
+    p = argparse.ArgumentParser(
+        prog="python -m jaxsvr.evaluate", description=__doc__.split("\n")[0]
+    )
+    p.add_argument(
+        "--similarity",
+        action="append",
+        required=True,
+        metavar="S.npy",
+        help="[n_videos, n_texts] similarities; repeat to average an ensemble",
+    )
+    p.add_argument(
+        "--relevance",
+        required=True,
+        metavar="R.npy",
+        help="[n_videos, n_texts] relevance in [0, 1] (python -m jaxsvr.relevance)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=1.0,
+        help="relevance from which an item is a positive for R@K and ranks",
+    )
+    p.add_argument(
+        "--backend",
+        default="auto",
+        choices=("auto", "numpy", "jax"),
+        help="auto: jitted JAX on a GPU/TPU, NumPy on CPU",
+    )
     p.add_argument("--timing", action="store_true", help="add the seconds spent to the JSON")
-    return p  # fmt: skip
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.similarity:
         s = cli.load_npy(path, "similarity")
         if s.shape != rel.shape:
-            raise InputError(f"similarity {path} has shape {s.shape}, relevance {args.relevance} "
-                             f"has {rel.shape}: both must be [n_videos, n_texts]")  # fmt: skip
+            raise InputError(
+                f"similarity {path} has shape {s.shape}, relevance {args.relevance} "
+                f"has {rel.shape}: both must be [n_videos, n_texts]"
+            )
         if sim is None:
             sim = s.astype(np.float32, copy=True)
         else:

@@ -11,7 +11,9 @@ import logging
 from absl import app, flags
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Experiment config file.", lock_config=True)
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Experiment config file.", lock_config=True
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for metrics, config.json, checkpoints.")
 flags.mark_flags_as_required(["config", "workdir"])
 

@@ -36,8 +36,17 @@ TRAIN_SENTENCES = "EPIC_100_retrieval_train_sentence.csv"
 VERB_CLASSES = "EPIC_100_verb_classes.csv"
 NOUN_CLASSES = "EPIC_100_noun_classes.csv"
 
-CLIP_COLUMNS = ("narration_id", "video_id", "narration", "verb", "verb_class", "noun",
-                "noun_class", "all_nouns", "all_noun_classes")  # fmt: skip
+CLIP_COLUMNS = (
+    "narration_id",
+    "video_id",
+    "narration",
+    "verb",
+    "verb_class",
+    "noun",
+    "noun_class",
+    "all_nouns",
+    "all_noun_classes",
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -62,8 +71,10 @@ class Clips:
         order: dict[str, list[int]] = {}
         for row, vid in enumerate(self.video_id):
             order.setdefault(vid, []).append(row)
-        return {vid: np.array(sorted(rows, key=lambda r: _narration_index(self.narration_id[r])))
-                for vid, rows in order.items()}  # fmt: skip
+        return {
+            vid: np.array(sorted(rows, key=lambda r: _narration_index(self.narration_id[r])))
+            for vid, rows in order.items()
+        }
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -137,8 +148,10 @@ def read_sentences(path: str | Path, clips: Clips | None = None) -> Sentences:
         if lookup is None:
             has_classes = {"verb_class", "noun_classes"} <= row.columns
             if not has_classes and clips is None:
-                raise InputError(f"{path}: no verb_class/noun_classes columns; pass the clip "
-                                 "CSV (--clips) so sentences take the classes of their clips")  # fmt: skip
+                raise InputError(
+                    f"{path}: no verb_class/noun_classes columns; pass the clip "
+                    "CSV (--clips) so sentences take the classes of their clips"
+                )
             lookup = None if has_classes else {n: i for i, n in enumerate(clips.narration_id)}
         ids.append(row["narration_id"])
         text.append(row["narration"])
@@ -148,7 +161,9 @@ def read_sentences(path: str | Path, clips: Clips | None = None) -> Sentences:
         else:
             clip = lookup.get(row["narration_id"])
             if clip is None:
-                raise row.error("narration_id", "has no clip with this narration_id in the clip CSV")
+                raise row.error(
+                    "narration_id", "has no clip with this narration_id in the clip CSV"
+                )
             verbs.append(clips.verb_classes[clip])
             nouns.append(clips.noun_classes[clip])
     return Sentences(ids, text, ClassSets.from_lists(verbs), ClassSets.from_lists(nouns))
@@ -211,15 +226,19 @@ def _rows(path: str | Path, required: tuple[str, ...]) -> Iterator[_Row]:
             raise InputError(f"{path}: empty file, expected a CSV header")
         missing = [c for c in required if c not in header]
         if missing:
-            raise InputError(f"{path}:1: missing column(s) {', '.join(missing)} "
-                             f"(header has: {', '.join(header)})")  # fmt: skip
+            raise InputError(
+                f"{path}:1: missing column(s) {', '.join(missing)} "
+                f"(header has: {', '.join(header)})"
+            )
         columns = frozenset(header)
         for values in reader:
             if not values:
                 continue
             if len(values) != len(header):
-                raise InputError(f"{path}:{reader.line_num}: {len(values)} fields, header has "
-                                 f"{len(header)} (check quoting of list columns)")  # fmt: skip
+                raise InputError(
+                    f"{path}:{reader.line_num}: {len(values)} fields, header has "
+                    f"{len(header)} (check quoting of list columns)"
+                )
             yield _Row(zip(header, values), path, reader.line_num, columns)
 
 

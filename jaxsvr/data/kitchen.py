@@ -14,25 +14,52 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxsvr.data.epic100 import Clips, ClassVocab, Sentences
+from jaxsvr.data.epic100 import ClassVocab, Clips, Sentences
 from jaxsvr.relevance.class_sets import ClassSets
 
 # class key: synonyms (the key itself is used too)
 VERBS = {
-    "take": ("grab", "pick-up", "get"), "put": ("place", "put-down", "leave"),
-    "open": ("unscrew",), "close": ("shut", "screw"), "wash": ("rinse", "clean"),
-    "cut": ("slice", "chop"), "mix": ("stir", "whisk"), "pour": ("drizzle",),
-    "turn-on": ("switch-on", "start"), "turn-off": ("switch-off", "stop"),
-    "dry": ("wipe",), "peel": ("skin",), "squeeze": ("press",), "throw": ("discard",),
-}  # fmt: skip
+    "take": ("grab", "pick-up", "get"),
+    "put": ("place", "put-down", "leave"),
+    "open": ("unscrew",),
+    "close": ("shut", "screw"),
+    "wash": ("rinse", "clean"),
+    "cut": ("slice", "chop"),
+    "mix": ("stir", "whisk"),
+    "pour": ("drizzle",),
+    "turn-on": ("switch-on", "start"),
+    "turn-off": ("switch-off", "stop"),
+    "dry": ("wipe",),
+    "peel": ("skin",),
+    "squeeze": ("press",),
+    "throw": ("discard",),
+}
 NOUNS = {
-    "knife": ("blade",), "board": ("chopping-board",), "pan": ("frying-pan", "skillet"),
-    "plate": ("dish",), "bowl": ("basin",), "spoon": ("teaspoon", "ladle"), "tap": ("faucet",),
-    "cup": ("mug", "glass"), "onion": ("shallot",), "tomato": ("cherry-tomato",),
-    "carrot": (), "potato": ("spud",), "egg": (), "cheese": ("cheddar",), "oil": ("olive-oil",),
-    "water": (), "lid": ("cover",), "fridge": ("refrigerator",), "drawer": (), "sponge": (),
-    "bread": ("loaf",), "butter": (), "salt": (), "hob": ("cooker", "stove"),
-}  # fmt: skip
+    "knife": ("blade",),
+    "board": ("chopping-board",),
+    "pan": ("frying-pan", "skillet"),
+    "plate": ("dish",),
+    "bowl": ("basin",),
+    "spoon": ("teaspoon", "ladle"),
+    "tap": ("faucet",),
+    "cup": ("mug", "glass"),
+    "onion": ("shallot",),
+    "tomato": ("cherry-tomato",),
+    "carrot": (),
+    "potato": ("spud",),
+    "egg": (),
+    "cheese": ("cheddar",),
+    "oil": ("olive-oil",),
+    "water": (),
+    "lid": ("cover",),
+    "fridge": ("refrigerator",),
+    "drawer": (),
+    "sponge": (),
+    "bread": ("loaf",),
+    "butter": (),
+    "salt": (),
+    "hob": ("cooker", "stove"),
+}
 
 
 def vocab(words: dict[str, tuple[str, ...]]) -> ClassVocab:
@@ -73,15 +100,27 @@ def generate(
             verb_cls.append(verb)
             noun_cls.append(objs)
     n = len(ids)
-    clips = Clips(ids, video_ids, texts, np.arange(n) * 2.0, np.arange(n) * 2.0 + 1.5,
-                  verb_words, noun_words, ClassSets.from_labels(verb_cls),
-                  ClassSets.from_lists(noun_cls))  # fmt: skip
+    clips = Clips(
+        ids,
+        video_ids,
+        texts,
+        np.arange(n) * 2.0,
+        np.arange(n) * 2.0 + 1.5,
+        verb_words,
+        noun_words,
+        ClassSets.from_labels(verb_cls),
+        ClassSets.from_lists(noun_cls),
+    )
     first = {}
     for i, t in enumerate(texts):
         first.setdefault(t, i)
     keep = np.array(list(first.values()))
-    sentences = Sentences([ids[i] for i in keep], [texts[i] for i in keep],
-                          clips.verb_classes.take(keep), clips.noun_classes.take(keep))  # fmt: skip
+    sentences = Sentences(
+        [ids[i] for i in keep],
+        [texts[i] for i in keep],
+        clips.verb_classes.take(keep),
+        clips.noun_classes.take(keep),
+    )
     return clips, sentences
 
 

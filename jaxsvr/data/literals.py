@@ -23,7 +23,7 @@ def parse_int_list(text: str) -> list[int]:
 
 
 def parse_str_list(text: str) -> list[str]:
-    """"['ring:onion', 'potato']" -> ['ring:onion', 'potato']."""
+    """ "['ring:onion', 'potato']" -> ['ring:onion', 'potato']."""
     text = text.strip()
     if len(text) < 2 or text[0] != "[" or text[-1] != "]":
         raise ValueError(f"{text!r} is not a list of strings like ['plate', 'knife']")

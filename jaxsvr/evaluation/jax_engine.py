@@ -35,8 +35,7 @@ def query_stats(sim, rel, *, threshold: float = 1.0) -> tuple[QueryStats, QueryS
     with jax.enable_x64(True):
         sim = jnp.asarray(sim, jnp.float32)
         rel = jnp.asarray(rel, jnp.float32)
-        return (_direction(sim, rel, threshold),
-                _direction(sim.T, rel.T, threshold))  # fmt: skip
+        return (_direction(sim, rel, threshold), _direction(sim.T, rel.T, threshold))
 
 
 def _direction(sim, rel, threshold) -> QueryStats:

@@ -68,8 +68,11 @@ def evaluate(
         from jaxsvr.evaluation import numpy_engine
 
         v2t, t2v = numpy_engine.query_stats(
-            np.asarray(sim, np.float32), np.asarray(rel, np.float32),
-            threshold=threshold, workers=workers)  # fmt: skip
+            np.asarray(sim, np.float32),
+            np.asarray(rel, np.float32),
+            threshold=threshold,
+            workers=workers,
+        )
     return summarize(v2t, t2v)
 
 
@@ -89,15 +92,21 @@ def choose_backend(backend: str) -> str:
 def check_inputs(sim, rel, threshold: float = 1.0) -> None:
     """Raises InputError (one line) unless sim/rel are equal-shape 2-D, finite, R in [0, 1]."""
     if sim.ndim != 2 or rel.ndim != 2 or sim.shape != rel.shape:
-        raise InputError(f"similarity {tuple(sim.shape)} and relevance {tuple(rel.shape)} must "
-                         "be 2-D with the same [n_videos, n_texts] shape")  # fmt: skip
+        raise InputError(
+            f"similarity {tuple(sim.shape)} and relevance {tuple(rel.shape)} must "
+            "be 2-D with the same [n_videos, n_texts] shape"
+        )
     if sim.size == 0:
-        raise InputError(f"similarity {tuple(sim.shape)} is empty: need at least one video and text")
+        raise InputError(
+            f"similarity {tuple(sim.shape)} is empty: need at least one video and text"
+        )
     # min/max propagate NaN and expose inf without a full-size temporary.
     if not (np.isfinite(float(sim.min())) and np.isfinite(float(sim.max()))):
         bad = np.argwhere(~np.isfinite(np.asarray(sim)))[0].tolist()
-        raise InputError(f"similarity has non-finite values (first at row {bad[0]}, column "
-                         f"{bad[1]}): fix the model output or drop those rows")  # fmt: skip
+        raise InputError(
+            f"similarity has non-finite values (first at row {bad[0]}, column "
+            f"{bad[1]}): fix the model output or drop those rows"
+        )
     lo, hi = float(rel.min()), float(rel.max())
     if not (0.0 <= lo and hi <= 1.0):  # also catches NaN
         raise InputError(f"relevance must lie in [0, 1], found values in [{lo}, {hi}]")

@@ -48,8 +48,10 @@ def query_stats(
     sim = np.asarray(sim, np.float32)
     rel = np.asarray(rel, np.float32)
     workers = workers or min(4, os.cpu_count() or 1)
-    return (_direction(sim, rel, False, threshold, workers),
-            _direction(sim, rel, True, threshold, workers))  # fmt: skip
+    return (
+        _direction(sim, rel, False, threshold, workers),
+        _direction(sim, rel, True, threshold, workers),
+    )
 
 
 def _direction(sim, rel, transpose, threshold, workers) -> QueryStats:

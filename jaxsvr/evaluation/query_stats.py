@@ -42,8 +42,12 @@ class QueryStats:
     @classmethod
     def empty(cls, n: int) -> QueryStats:
         """Zero statistics for n queries, to be filled block by block."""
-        return cls(**{f.name: np.zeros(n, _DTYPES.get(f.name, np.float64))
-                      for f in dataclasses.fields(cls)})  # fmt: skip
+        return cls(
+            **{
+                f.name: np.zeros(n, _DTYPES.get(f.name, np.float64))
+                for f in dataclasses.fields(cls)
+            }
+        )
 
     def __len__(self) -> int:
         return self.n_rel.size
@@ -54,8 +58,13 @@ class QueryStats:
             getattr(self, name)[start : start + value.size] = value
 
 
-_DTYPES = {"n_rel": np.int64, "n_one": np.int64, "n_pos": np.int64, "first_pos": np.int64,
-           "tied": np.bool_}  # fmt: skip
+_DTYPES = {
+    "n_rel": np.int64,
+    "n_one": np.int64,
+    "n_pos": np.int64,
+    "first_pos": np.int64,
+    "tied": np.bool_,
+}
 
 
 def discounts(n_items: int) -> np.ndarray:
@@ -123,8 +132,12 @@ def sparse_stats(
         first_pos[pos_rows[head]] = pos[positive][head] + 1
     names = ("dcg", "dcg_exp", "dcg_nocut", "idcg", "idcg_exp", "ap_graded", "ap_binary")
     stats = dict(zip(names, sums[:7]))
-    stats.update(n_rel=count.astype(np.int64), n_one=np.rint(sums[7]).astype(np.int64),
-                 n_pos=np.rint(sums[8]).astype(np.int64), first_pos=first_pos)  # fmt: skip
+    stats.update(
+        n_rel=count.astype(np.int64),
+        n_one=np.rint(sums[7]).astype(np.int64),
+        n_pos=np.rint(sums[8]).astype(np.int64),
+        first_pos=first_pos,
+    )
     return stats
 
 

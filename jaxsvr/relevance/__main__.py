@@ -19,10 +19,14 @@ from jaxsvr.relevance.classes import class_relevance
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m jaxsvr.relevance", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m jaxsvr.relevance", description=__doc__.split("\n")[0]
+    )
     sub = p.add_subparsers(dest="command", required=True)
     e = sub.add_parser("epic100", help="EPIC class relevance: 1/2 IoU(verbs) + 1/2 IoU(nouns)")
-    e.add_argument("--clips", required=True, help="clip CSV (rows), e.g. EPIC_100_retrieval_test.csv")
+    e.add_argument(
+        "--clips", required=True, help="clip CSV (rows), e.g. EPIC_100_retrieval_test.csv"
+    )
     e.add_argument("--sentences", help="sentence CSV (columns); default: the clips themselves")
     e.add_argument("--out", required=True, help="output .npy (float32 [clips, sentences])")
     return p
@@ -39,9 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         cols_v, cols_n = clips.verb_classes, clips.noun_classes
     rel = class_relevance(clips.verb_classes, clips.noun_classes, cols_v, cols_n)
     cli.save_npy_atomic(args.out, rel)
-    logging.info("wrote %s: %d x %d float32 relevance, mean %.5f, %.6f of entries = 1, %.2fs",
-                 args.out, *rel.shape, rel.mean(dtype="float64"), (rel == 1).mean(),
-                 time.perf_counter() - start)  # fmt: skip
+    logging.info(
+        "wrote %s: %d x %d float32 relevance, mean %.5f, %.6f of entries = 1, %.2fs",
+        args.out,
+        *rel.shape,
+        rel.mean(dtype="float64"),
+        (rel == 1).mean(),
+        time.perf_counter() - start,
+    )
     return 0
 
 

@@ -1,0 +1,54 @@
+"""Shared fixtures: the official EPIC-KITCHENS-100 annotations beside the project.
+
+The CSVs live in ../shared/data/epic100/ (never copied into the repository). Parsed files
+and the 9668 x 3842 test relevance are built once per session.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+EPIC_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "epic100"
+
+
+@pytest.fixture(scope="session")
+def epic_dir() -> Path:
+    if not (EPIC_DIR / "EPIC_100_retrieval_test.csv").is_file():
+        pytest.skip(f"EPIC-KITCHENS-100 annotations not found in {EPIC_DIR}")
+    return EPIC_DIR
+
+
+@pytest.fixture(scope="session")
+def epic_test(epic_dir):
+    from jaxsvr.data import epic100
+
+    clips = epic100.read_clips(epic_dir / epic100.TEST_CLIPS)
+    return clips, epic100.read_sentences(epic_dir / epic100.TEST_SENTENCES, clips)
+
+
+@pytest.fixture(scope="session")
+def epic_test_relevance(epic_test) -> np.ndarray:
+    from jaxsvr.relevance import class_relevance
+
+    clips, sents = epic_test
+    return class_relevance(
+        clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
+    )
+
+
+# Test helpers (reference implementations) import as top-level modules of tests/.
+import sys  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+
+def tie_free_similarity(shape, seed: int = 0) -> np.ndarray:
+    """float32 scores in random order with no two equal values anywhere (no ties)."""
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    # Distinct bit patterns of positive floats (1.0 .. 1e38) are distinct values.
+    bits = np.unique(rng.integers(0x3F800000, 0x7F000000, n + n // 8 + 16, dtype=np.uint32))
+    assert bits.size >= n
+    return rng.permutation(bits)[:n].view(np.float32).reshape(shape)

@@ -1,0 +1,152 @@
+"""Metrics: hand-worked cases, plain-loop reference, official-style baseline, both engines."""
+
+import math
+
+import ek100_baseline
+import numpy as np
+import pytest
+from conftest import tie_free_similarity
+from reference_metrics import reference_metrics
+
+from jaxsvr.errors import InputError
+from jaxsvr.evaluation import evaluate
+
+ENGINES = ["numpy", "jax"]
+
+
+def _single_query(s, r, **kw):
+    """v2t metrics of one query (t2v has one item per query, so it is not checked here)."""
+    return evaluate(np.array([s], np.float32), np.array([r], np.float32), **kw)
+
+
+@pytest.mark.parametrize("backend", ENGINES)
+def test_hand_worked_graded_map_and_cutoff(backend):
+    m = _single_query([0.9, 0.8, 0.7, 0.6], [0.5, 1, 0, 1], backend=backend)
+    # K = 3 relevant items: DCG over ranks 1..3 = 0.5/1 + 1/log2(3) + 0/2.
+    dcg, idcg = 0.5 + 1 / math.log2(3), 1 + 1 / math.log2(3) + 0.5 / 2
+    assert m["ndcg_v2t"] == pytest.approx(dcg / idcg, abs=1e-12)
+    # Graded numerator: at rank 2 the 0.5 above counts, (0.5 + 1) / 2; at rank 4, 2.5 / 4.
+    assert m["map_v2t"] == pytest.approx(0.5 * (1.5 / 2 + 2.5 / 4), abs=1e-12)
+    assert m["map_binary_v2t"] == pytest.approx(0.5 * (1 / 2 + 2 / 4), abs=1e-12)
+    exp_dcg = (2**0.5 - 1) + 1 / math.log2(3)
+    exp_idcg = 1 + 1 / math.log2(3) + (2**0.5 - 1) / 2
+    assert m["ndcg_exp_v2t"] == pytest.approx(exp_dcg / exp_idcg, abs=1e-12)
+    assert (m["r1_v2t"], m["r5_v2t"], m["medr_v2t"]) == (0.0, 100.0, 2.0)
+
+
+@pytest.mark.parametrize("backend", ENGINES)
+def test_cutoff_drops_relevant_items_ranked_past_k(backend):
+    m = _single_query([0.9, 0.8, 0.7], [0, 0, 1], backend=backend)
+    assert m["ndcg_v2t"] == 0.0  # K = 1 and rank 1 holds an irrelevant item
+    assert m["ndcg_nocut_v2t"] == pytest.approx(1 / math.log2(4))
+    assert m["map_v2t"] == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("backend", ENGINES)
+def test_ties_rank_less_relevant_first(backend):
+    m = _single_query([0.5, 0.5, 0.5], [1, 0, 0.5], backend=backend)
+    # Order 0, 0.5, 1; K = 2: DCG = 0 + 0.5/log2(3), IDCG = 1 + 0.5/log2(3).
+    assert m["ndcg_v2t"] == pytest.approx((0.5 / math.log2(3)) / (1 + 0.5 / math.log2(3)))
+    assert m["medr_v2t"] == 3.0 and m["tied_v2t"] == 1
+    # -0.0 equals 0.0: a tie too, broken by relevance, not by sign or position.
+    m = _single_query([-0.0, 0.0, -1.0], [1, 0, 0], backend=backend)
+    assert m["medr_v2t"] == 2.0 and m["tied_v2t"] == 1
+    m = _single_query([0.0, -0.0, -1.0], [1, 0, 0], backend=backend)
+    assert m["medr_v2t"] == 2.0
+    # A constant similarity gets the worst ranking, whatever the item order.
+    m = evaluate(np.zeros((4, 4), np.float32), np.eye(4, dtype=np.float32), backend=backend)
+    assert m["medr_v2t"] == 4.0 and m["medr_t2v"] == 4.0
+    assert m["r1_v2t"] == 0.0 and m["map_v2t"] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("backend", ENGINES)
+def test_queries_without_relevant_items_are_excluded_and_counted(backend):
+    rel = np.array([[1, 0.5, 0], [0, 0, 0], [0.5, 0, 0]], np.float32)
+    sim = np.array([[0.3, 0.2, 0.1], [0.5, 0.6, 0.7], [0.1, 0.9, 0.2]], np.float32)
+    m = evaluate(sim, rel, backend=backend)
+    assert (m["excluded_ndcg_v2t"], m["excluded_map_v2t"], m["excluded_recall_v2t"]) == (1, 2, 2)
+    assert (m["excluded_ndcg_t2v"], m["excluded_map_t2v"]) == (1, 2)
+    assert m["n_queries_v2t"] == 3 and m["n_queries_t2v"] == 3
+    assert all(v is None or math.isfinite(v) for v in m.values())
+    assert m["map_v2t"] == 1.0  # only query 0 counts, and it ranks its R = 1 item first
+    m = evaluate(sim, np.zeros_like(rel), backend=backend)
+    assert m["ndcg_avg"] is None and m["map_avg"] is None and m["rsum"] is None
+
+
+@pytest.mark.parametrize("backend", ENGINES)
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (17, 40), (64, 13)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_against_plain_loops(backend, shape, ties):
+    rng = np.random.default_rng(shape[0] * 100 + shape[1])
+    rel = rng.choice(np.array([0, 0, 0, 0.25, 0.5, 0.75, 1], np.float32), shape)
+    # Ties: few distinct similarity values, so most rows have equal scores.
+    sim = rng.integers(0, 4, shape).astype(np.float32) if ties else tie_free_similarity(shape)
+    for threshold in (1.0, 0.5):
+        got = evaluate(sim, rel, threshold=threshold, backend=backend)
+        want = reference_metrics(
+            sim.astype(np.float64), rel.astype(np.float64), threshold=threshold
+        )
+        for key, value in want.items():
+            if value is None:
+                assert got[key] is None, key
+            else:
+                assert got[key] == pytest.approx(value, abs=1e-9), key
+
+
+@pytest.mark.parametrize("backend", ENGINES)
+def test_perfect_similarity_scores_one(backend):
+    rng = np.random.default_rng(3)
+    rel = rng.choice(np.array([0, 0.25, 0.5, 1], np.float32), (30, 20))
+    rel[np.arange(20), np.arange(20)] = 1
+    rel[20:, 0] = 1
+    m = evaluate(rel, rel, backend=backend)
+    for key in ("ndcg_avg", "ndcg_exp_avg", "ndcg_nocut_avg", "map_avg", "map_binary_avg"):
+        assert m[key] == pytest.approx(1.0, abs=1e-12), key
+    assert m["r1_v2t"] == 100.0 and m["medr_t2v"] == 1.0
+
+
+def test_equals_official_style_on_tie_free_inputs():
+    rng = np.random.default_rng(5)
+    rel = rng.choice(np.array([0, 0, 1 / 3, 0.5, 2 / 3, 1], np.float32), (300, 120))
+    rel[:120][np.arange(120), np.arange(120)] = 1
+    rel[120:, 0] = 1
+    sim = tie_free_similarity(rel.shape, seed=5)
+    got = evaluate(sim, rel)
+    want = ek100_baseline.evaluate(sim, rel.astype(np.float64))  # official R is float64
+    for key, value in want.items():
+        assert abs(got[key] - value) <= 1e-9, key
+
+
+@pytest.mark.slow
+def test_equals_official_style_on_real_test_relevance(epic_test_relevance):
+    rel = epic_test_relevance
+    sim = tie_free_similarity(rel.shape, seed=1)
+    got = evaluate(sim, rel)
+    want = ek100_baseline.evaluate(sim, rel.astype(np.float64))
+    assert max(abs(got[k] - v) for k, v in want.items()) <= 1e-6
+    assert got["ndcg_avg"] == pytest.approx(0.11, abs=0.01)  # chance level on EK-100
+
+
+def test_real_relevance_perfect_and_random(epic_test_relevance):
+    rel = epic_test_relevance
+    m = evaluate(rel, rel)
+    assert m["ndcg_avg"] == pytest.approx(1.0) and m["map_avg"] == pytest.approx(1.0)
+    assert m["excluded_ndcg_v2t"] == 0 and m["excluded_map_t2v"] == 0
+    m = evaluate(np.random.default_rng(0).standard_normal(rel.shape, np.float32), rel)
+    assert 0.10 < m["ndcg_avg"] < 0.12 and m["map_avg"] < 0.07
+
+
+@pytest.mark.parametrize(
+    "sim, rel, match",
+    [
+        (np.zeros((2, 3)), np.zeros((3, 2)), "same"),
+        (np.array([[np.nan, 0]]), np.zeros((1, 2)), "non-finite.*row 0, column 0"),
+        (np.array([[0, np.inf]]), np.zeros((1, 2)), "non-finite.*column 1"),
+        (np.zeros((1, 2)), np.array([[0, 1.5]]), r"\[0, 1\]"),
+        (np.zeros((1, 2)), np.array([[np.nan, 1]]), r"\[0, 1\]"),
+        (np.zeros((0, 2)), np.zeros((0, 2)), "empty"),
+    ],
+)
+def test_bad_input(sim, rel, match):
+    with pytest.raises(InputError, match=match):
+        evaluate(sim, rel)

@@ -1,0 +1,94 @@
+"""The command lines: output files, JSON, ensembles, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from jaxsvr import evaluate as evaluate_cli
+from jaxsvr.evaluation import evaluate
+from jaxsvr.relevance import __main__ as relevance_cli
+
+
+def _run(module, *args):
+    return subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_relevance_cli_real_files(epic_dir, epic_test_relevance, tmp_path):
+    out = tmp_path / "rel.npy"
+    clips = epic_dir / "EPIC_100_retrieval_test.csv"
+    sents = epic_dir / "EPIC_100_retrieval_test_sentence.csv"
+    argv = ["epic100", "--clips", clips, "--sentences", sents, "--out", out]
+    assert relevance_cli.main([str(a) for a in argv]) == 0
+    rel = np.load(out)
+    assert rel.shape == (9668, 3842) and rel.dtype == np.float32
+    np.testing.assert_array_equal(rel, epic_test_relevance)
+
+
+def test_relevance_cli_errors(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("narration_id,video_id\nx,y\n")
+    for args in (["--clips", tmp_path / "none.csv"], ["--clips", bad]):
+        r = _run("jaxsvr.relevance", "epic100", *args, "--out", tmp_path / "r.npy")
+        assert r.returncode == 2 and r.stderr.startswith("error: ")
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not list(tmp_path.glob("r.npy*"))  # nothing half-written
+
+
+def test_evaluate_cli_json_and_ensemble(tmp_path):
+    rng = np.random.default_rng(0)
+    rel = rng.choice(np.array([0, 0.5, 1], np.float32), (12, 7))
+    sims = [rng.standard_normal((12, 7)).astype(np.float32) for _ in range(2)]
+    for i, s in enumerate(sims):
+        np.save(tmp_path / f"s{i}.npy", s)
+    np.save(tmp_path / "r.npy", rel)
+    r = _run(
+        "jaxsvr.evaluate",
+        "--similarity",
+        tmp_path / "s0.npy",
+        "--similarity",
+        tmp_path / "s1.npy",
+        "--relevance",
+        tmp_path / "r.npy",
+    )
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    want = evaluate((sims[0] + sims[1]) / 2, rel)
+    for key in ("ndcg_v2t", "ndcg_t2v", "ndcg_avg", "map_v2t", "map_t2v", "map_avg", "rsum"):
+        assert got[key] == pytest.approx(want[key], abs=1e-12), key
+
+
+@pytest.mark.parametrize(
+    "sim, rel, match",
+    [
+        (np.zeros((3, 4), np.float32), np.zeros((4, 3), np.float32), "shape"),
+        (np.array([[np.nan, 0]], np.float32), np.zeros((1, 2), np.float32), "non-finite"),
+        (np.zeros((1, 2), np.float32), np.array([[0, 2]], np.float32), r"\[0, 1\]"),
+        (np.zeros((1, 2), np.float32), None, "not found"),
+        (np.array([["a", "b"]], object), np.zeros((1, 2), np.float32), "plain numeric"),
+    ],
+)
+def test_evaluate_cli_errors(tmp_path, capsys, sim, rel, match):
+    np.save(tmp_path / "s.npy", sim, allow_pickle=True)
+    if rel is not None:
+        np.save(tmp_path / "r.npy", rel)
+    argv = ["--similarity", str(tmp_path / "s.npy"), "--relevance", str(tmp_path / "r.npy")]
+    from jaxsvr import cli
+
+    assert cli.run(evaluate_cli.main, argv + ["--backend", "numpy"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert __import__("re").search(match, err), err
+
+
+def test_evaluate_cli_exit_code_in_subprocess(tmp_path):
+    np.save(tmp_path / "s.npy", np.zeros((2, 2), np.float32))
+    np.save(tmp_path / "r.npy", np.zeros((2, 3), np.float32))
+    r = _run(
+        "jaxsvr.evaluate", "--similarity", tmp_path / "s.npy", "--relevance", tmp_path / "r.npy"
+    )
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
