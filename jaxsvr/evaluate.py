@@ -68,31 +68,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"similarity {path} has shape {s.shape}, relevance {args.relevance} "
                 f"has {rel.shape}: both must be [n_videos, n_texts]"
             )
-        if sim is None:
-            sim = s.astype(np.float32, copy=True)
-        else:
-            sim += s
+        # One file is used as loaded (no copy); an ensemble is summed, then averaged.
+        sim = s if sim is None else sim + s
     if len(args.similarity) > 1:
-        sim /= np.float32(len(args.similarity))
-    if args.backend == "jax" or (args.backend == "auto" and _accelerator_present()):
-        args.backend = "jax"
-    result = metrics.evaluate(sim, rel, threshold=args.threshold, backend=args.backend)
+        sim = sim / np.float32(len(args.similarity))
+    backend = metrics.choose_backend(args.backend, import_jax=True)
+    result = metrics.evaluate(sim, rel, threshold=args.threshold, backend=backend)
     if args.timing:
         result["seconds"] = time.perf_counter() - start
     json.dump(result, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
-
-
-def _accelerator_present() -> bool:
-    """True when JAX is installed and sees a GPU/TPU (importing JAX costs ~1 s, so only then)."""
-    import importlib.util
-
-    if importlib.util.find_spec("jax") is None:
-        return False
-    import jax
-
-    return jax.default_backend() != "cpu"
 
 
 if __name__ == "__main__":

@@ -76,17 +76,26 @@ def evaluate(
     return summarize(v2t, t2v)
 
 
-def choose_backend(backend: str) -> str:
-    """Resolves "auto": jitted JAX on an accelerator, NumPy on CPU (faster there)."""
+def choose_backend(backend: str, *, import_jax: bool = False) -> str:
+    """Resolves "auto": jitted JAX on an accelerator, NumPy on CPU (faster there).
+
+    Args:
+      backend: "auto", "numpy" or "jax".
+      import_jax: for "auto", import JAX to look for an accelerator (~1 s; CLIs do this).
+        Otherwise only an already imported JAX is asked, so library calls stay cheap.
+    """
     if backend not in ("auto", "numpy", "jax"):
         raise InputError(f"unknown evaluation backend {backend!r}: use auto, numpy or jax")
     if backend != "auto":
         return backend
+    import importlib.util
     import sys
 
-    if "jax" in sys.modules and sys.modules["jax"].default_backend() != "cpu":
-        return "jax"
-    return "numpy"
+    if "jax" not in sys.modules and not (import_jax and importlib.util.find_spec("jax")):
+        return "numpy"
+    import jax
+
+    return "jax" if jax.default_backend() != "cpu" else "numpy"
 
 
 def check_inputs(sim, rel, threshold: float = 1.0) -> None:
