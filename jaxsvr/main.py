@@ -1,12 +1,17 @@
 """Entry point: python -m jaxsvr.main --config=configs/epic_jpose.py --workdir=DIR.
 
 The config (a Python file with `get_config(arg)`, locked so a mistyped key fails at once)
-names the job; overrides like `--config.data.annotations=../shared/data/epic100` change
-it. Jobs: `eval_demo` (relevance + evaluation on reference similarities); the trainer
-(`train.train_and_evaluate`) joins with the next milestone.
+names the job; overrides like `--config.data.annotations=../shared/data/epic100` change it.
+Jobs: `train` (`jaxsvr.train.train_and_evaluate`: train, evaluate, checkpoint; rerunning
+the command resumes from WORKDIR) and `eval_demo` (evaluation on reference similarities).
+
+Exit codes: 0 done; 1 the training diverged (non-finite loss; the step is named); 2 bad
+input (one line: unknown config key or variant, missing file, features that disagree with
+the annotations, non-finite features).
 """
 
 import logging
+import sys
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -17,20 +22,56 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for metrics, config.json, checkpoints.")
 flags.mark_flags_as_required(["config", "workdir"])
 
-JOBS = ("eval_demo",)
+JOBS = ("train", "eval_demo")
+EXIT_DIVERGED, EXIT_BAD_INPUT = 1, 2
 
 
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     logging.getLogger().setLevel(logging.INFO)
-    config = _CONFIG.value
-    if config.job not in JOBS:
-        raise app.UsageError(f"unknown job {config.job!r} in the config: use one of {JOBS}")
-    from jaxsvr import eval_demo
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_quiet_orbax)
+    from jaxsvr.errors import InputError
+    from jaxsvr.train import TrainingDiverged
 
-    eval_demo.run(config, _WORKDIR.value)
+    config = _CONFIG.value
+    try:
+        if config.job == "train":
+            from jaxsvr import train
+
+            train.train_and_evaluate(config, _WORKDIR.value)
+        elif config.job == "eval_demo":
+            from jaxsvr import eval_demo
+
+            eval_demo.run(config, _WORKDIR.value)
+        else:
+            raise InputError(f"unknown job {config.job!r} in config.job: use one of {JOBS}")
+    except (InputError, FileNotFoundError) as e:
+        _fail(EXIT_BAD_INPUT, str(e))
+    except TrainingDiverged as e:
+        _fail(EXIT_DIVERGED, str(e))
+
+
+def _quiet_orbax(record: logging.LogRecord) -> bool:
+    """Drops orbax's per-save INFO chatter; its warnings and errors still show."""
+    return record.levelno > logging.INFO or "orbax" not in record.pathname
+
+
+def _fail(code: int, message: str) -> None:
+    logging.error("%s", message.splitlines()[0])
+    print(f"error: {message.splitlines()[0]}", file=sys.stderr)
+    sys.exit(code)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+    """absl flag parsing, with config errors (unknown key, bad variant) as one line, exit 2."""
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    app.run(main, flags_parser=_parse_flags)

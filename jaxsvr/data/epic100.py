@@ -62,6 +62,7 @@ class Clips:
     nouns: list[tuple[str, ...]]  # all_nouns
     verb_classes: ClassSets  # singleton verb_class
     noun_classes: ClassSets  # all_noun_classes
+    noun_class: np.ndarray | None = None  # [n] int32 main noun (noun_class), for actions
 
     def __len__(self) -> int:
         return len(self.narration_id)
@@ -117,6 +118,7 @@ def read_clips(path: str | Path) -> Clips:
         for c in ("narration_id", "video_id", "narration", "verb"):
             cols[c].append(row[c])
         cols["verb_class"].append(row.int("verb_class"))
+        cols["noun_class"].append(row.int("noun_class"))
         cols["all_nouns"].append(tuple(row.parse("all_nouns", parse_str_list)))
         cols["all_noun_classes"].append(row.parse("all_noun_classes", parse_int_list))
         cols["start"].append(row.seconds("start_timestamp"))
@@ -131,6 +133,7 @@ def read_clips(path: str | Path) -> Clips:
         nouns=cols["all_nouns"],
         verb_classes=ClassSets.from_labels(cols["verb_class"]),
         noun_classes=ClassSets.from_lists(cols["all_noun_classes"]),
+        noun_class=np.array(cols["noun_class"], np.int32),
     )
 
 

@@ -12,6 +12,8 @@ The trainer's synthetic video features are built on top of these class labels.
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from jaxsvr.data.epic100 import ClassVocab, Clips, Sentences
@@ -68,22 +70,27 @@ def vocab(words: dict[str, tuple[str, ...]]) -> ClassVocab:
 
 
 def generate(
-    num_videos: int = 20, clips_per_video: int = 40, seed: int = 0
+    num_videos: int = 20, clips_per_video: int = 40, seed: int = 0, split: str = "test"
 ) -> tuple[Clips, Sentences]:
     """Synthetic EPIC-style clips and their distinct-narration sentences.
 
     Args:
       num_videos: videos, each an ordered sequence of clips.
       clips_per_video: clips per video.
-      seed: everything is a pure function of the arguments.
+      seed: everything is a pure function of the arguments; the class frequencies depend
+        on the seed only, so the splits of one seed share them.
+      split: names the split ("train", "test"): it seeds the clips and prefixes the video
+        ids (TR00, TE00, ...), so splits of one seed are disjoint draws.
 
     Returns:
       (clips, sentences); sentence classes are those of the clips they narrate.
     """
-    rng = np.random.default_rng(seed)
+    prior = np.random.default_rng(seed)
     verbs, nouns = list(VERBS.items()), list(NOUNS.items())
-    p_verb = _zipf(len(verbs), rng)
-    p_noun = _zipf(len(nouns), rng)
+    p_verb = _zipf(len(verbs), prior)
+    p_noun = _zipf(len(nouns), prior)
+    rng = np.random.default_rng([seed, zlib.crc32(split.encode())])
+    prefix = split[:2].upper()
     ids, video_ids, texts, verb_words, noun_words, verb_cls, noun_cls = ([] for _ in range(7))
     for v in range(num_videos):
         for c in range(clips_per_video):
@@ -92,8 +99,8 @@ def generate(
             objs = [int(i) for i in rng.choice(len(nouns), size=k, replace=False, p=p_noun)]
             vword = _word(verbs[verb], rng)
             nword = [_word(nouns[n], rng) for n in objs]
-            ids.append(f"S{v:02d}_{c}")
-            video_ids.append(f"S{v:02d}")
+            ids.append(f"{prefix}{v:02d}_{c}")
+            video_ids.append(f"{prefix}{v:02d}")
             texts.append(" ".join([vword.replace("-", " "), *_join(nword)]))
             verb_words.append(vword)
             noun_words.append(tuple(nword))
@@ -110,6 +117,7 @@ def generate(
         noun_words,
         ClassSets.from_labels(verb_cls),
         ClassSets.from_lists(noun_cls),
+        np.array([objs[0] for objs in noun_cls], np.int32),
     )
     first = {}
     for i, t in enumerate(texts):

@@ -1,0 +1,197 @@
+"""Assembles the train and test splits a trainer needs from `config.data`.
+
+Sources, in the order the first log lines report them:
+- annotations: `config.data.annotations` = an EPIC-KITCHENS-100 folder (train:
+  `config.data.train_clips`, default `EPIC_100_uda_source_train.csv`; test:
+  `EPIC_100_retrieval_test.csv` clips x `EPIC_100_retrieval_test_sentence.csv` sentences),
+  or "" for the built-in synthetic kitchen annotations (`jaxsvr.data.kitchen`, nothing downloaded);
+- features: `config.data.features` = a folder of real features (`jaxsvr.data.features`), or
+  "" for synthetic features from the class structure (`jaxsvr.data.synthetic`);
+- text: a vocabulary built from the training captions and their verb/noun words
+  (`jaxsvr.data.text`); verb and noun words come from the annotation columns, or from a spaCy
+  parse when `config.data.pos_source = "spacy"`.
+
+Train rows are clips: clip i's video features and its own narration form pair i. Test rows
+are clips (videos) and sentences (texts), with the class relevance between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import ml_collections
+import numpy as np
+
+from jaxsvr.data import epic100, features, kitchen, synthetic, text
+from jaxsvr.data.epic100 import Clips
+from jaxsvr.errors import InputError
+from jaxsvr.relevance import class_relevance
+from jaxsvr.relevance.class_sets import ClassSets
+
+TEXT_FIELDS = ("caption", "verb", "noun")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TrainSplit:
+    clips: Clips
+    video: np.ndarray  # [N, D] or [N, T, D] float32 (possibly memory-mapped)
+    tokens: dict[str, np.ndarray]  # field -> [N, L_field] int32 token ids, 0 = padding
+
+    @property
+    def verbs(self) -> np.ndarray:
+        return self.clips.verb_classes.indices[self.clips.verb_classes.indptr[:-1]]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TestSplit:
+    video: np.ndarray  # [Nv, D] or [Nv, T, D] float32
+    tokens: dict[str, np.ndarray]  # field -> [Nt, L_field] int32, one row per sentence
+    relevance: np.ndarray  # [Nv, Nt] float32 class relevance
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RetrievalData:
+    train: TrainSplit
+    test: TestSplit
+    vocab: text.Vocabulary
+    num_verbs: int
+    num_nouns: int
+
+    @property
+    def video_dim(self) -> int:
+        return int(self.train.video.shape[-1])
+
+
+def load(data: ml_collections.ConfigDict) -> RetrievalData:
+    """Reads or generates both splits as `config.data` says, logging what it uses."""
+    train_clips, test_clips, test_sents, num_verbs, num_nouns = _annotations(data)
+    train_words = _pos_words(train_clips.narration, train_clips.verb, train_clips.nouns, data)
+    sent_rows = _sentence_rows(test_clips, test_sents.narration_id)
+    test_words = _pos_words(
+        test_sents.narration,
+        [test_clips.verb[r] for r in sent_rows],
+        [test_clips.nouns[r] for r in sent_rows],
+        data,
+    )
+    vocab = text.Vocabulary.build(
+        [w for field in train_words.values() for w in field], min_count=data.min_word_count
+    )
+    lengths = {
+        "caption": data.max_caption_len,
+        "verb": data.max_verb_len,
+        "noun": data.max_noun_len,
+    }
+    logging.info("text: %d words in the vocabulary (from the training captions)", len(vocab))
+
+    train_video, test_video = _features(data, train_clips, test_clips, num_verbs, num_nouns)
+    rel = class_relevance(
+        test_clips.verb_classes,
+        test_clips.noun_classes,
+        test_sents.verb_classes,
+        test_sents.noun_classes,
+    )
+    train = TrainSplit(
+        train_clips,
+        train_video,
+        {f: text.encode(train_words[f], vocab, lengths[f]) for f in TEXT_FIELDS},
+    )
+    test = TestSplit(
+        test_video, {f: text.encode(test_words[f], vocab, lengths[f]) for f in TEXT_FIELDS}, rel
+    )
+    logging.info(
+        "data: train %d clips; test %d clips x %d sentences (relevance mean %.4f); "
+        "video features %s",
+        len(train_clips),
+        rel.shape[0],
+        rel.shape[1],
+        rel.mean(dtype=np.float64),
+        "x".join(map(str, train_video.shape[1:])),
+    )
+    return RetrievalData(train, test, vocab, num_verbs, num_nouns)
+
+
+def _annotations(data):
+    if data.annotations:
+        root = Path(data.annotations)
+        if not root.is_dir():
+            raise InputError(
+                f"annotation folder {root} not found (config.data.annotations): point it at "
+                "the EPIC-KITCHENS-100 CSVs, or set it to '' for the built-in synthetic data"
+            )
+        logging.info("data: EPIC-KITCHENS-100 annotations from %s", root)
+        train = epic100.read_clips(root / data.train_clips)
+        test = epic100.read_clips(root / epic100.TEST_CLIPS)
+        sents = epic100.read_sentences(root / epic100.TEST_SENTENCES, test)
+        num_verbs = _num_classes(root / epic100.VERB_CLASSES, train.verb_classes, test.verb_classes)
+        num_nouns = _num_classes(root / epic100.NOUN_CLASSES, train.noun_classes, test.noun_classes)
+        return train, test, sents, num_verbs, num_nouns
+    logging.info(
+        "data: built-in synthetic kitchen annotations (train %d videos, test %d videos, "
+        "%d clips each; seed %d); nothing is downloaded",
+        data.num_videos,
+        data.test_videos,
+        data.clips_per_video,
+        data.seed,
+    )
+    train, _ = kitchen.generate(data.num_videos, data.clips_per_video, data.seed, split="train")
+    test, sents = kitchen.generate(data.test_videos, data.clips_per_video, data.seed, split="test")
+    return train, test, sents, len(kitchen.VERBS), len(kitchen.NOUNS)
+
+
+def _num_classes(path: Path, *sets: ClassSets) -> int:
+    seen = max(int(s.indices.max(initial=-1)) for s in sets) + 1
+    if path.is_file():
+        return max(len(epic100.read_classes(path)), seen)
+    return seen
+
+
+def _sentence_rows(clips: Clips, narration_ids: list[str]) -> list[int]:
+    """The clip row of each sentence (same narration_id): its verb/noun columns."""
+    row = {nid: i for i, nid in enumerate(clips.narration_id)}
+    missing = [nid for nid in narration_ids if nid not in row]
+    if missing:
+        raise InputError(
+            f"test sentence {missing[0]} has no clip with that narration_id "
+            f"({len(missing)} such sentences): the sentence and clip files must match"
+        )
+    return [row[nid] for nid in narration_ids]
+
+
+def _pos_words(captions, verbs, nouns, data) -> dict[str, list[list[str]]]:
+    """Token lists per field: whole caption, verb words, noun words."""
+    caption = [text.tokenize(c) for c in captions]
+    if data.pos_source == "columns":
+        verb = [text.tokenize(v) for v in verbs]
+        noun = [[t for n in ns for t in text.tokenize(n)] for ns in nouns]
+    elif data.pos_source == "spacy":
+        verb, noun = text.pos_words(list(captions), pipeline=data.spacy_pipeline)
+    else:
+        raise InputError(
+            f"unknown config.data.pos_source {data.pos_source!r}: use 'columns' or 'spacy'"
+        )
+    return {"caption": caption, "verb": verb, "noun": noun}
+
+
+def _features(data, train: Clips, test: Clips, num_verbs: int, num_nouns: int):
+    if data.features:
+        folder = Path(data.features)
+        logging.info("features: real features from %s", folder)
+        load = dict(allow_pickle=data.allow_pickle)
+        return (
+            features.find_split_features(folder, "train", rows=len(train), **load),
+            features.find_split_features(folder, "test", rows=len(test), **load),
+        )
+    spec = synthetic.SyntheticSpec(**data.synthetic.to_dict())
+    logging.info(
+        "features: synthetic, from the verb/noun classes (seed %d, %d segments; "
+        "jaxsvr.data.synthetic)",
+        data.feature_seed,
+        data.segments,
+    )
+    make = dict(seed=data.feature_seed, spec=spec, segments=data.segments)
+    return (
+        synthetic.clip_features(train, num_verbs, num_nouns, split="train", **make),
+        synthetic.clip_features(test, num_verbs, num_nouns, split="test", **make),
+    )

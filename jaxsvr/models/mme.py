@@ -1,0 +1,75 @@
+"""Mixture-of-Embedding-Experts style joint embedding (MME), the JPoSE building block.
+
+Per modality (Miech et al., "Learning a Text-Video Embedding from Incomplete and
+Heterogeneous Data", 2018; as used by JPoSE, Wray et al. ICCV 2019):
+  x -> L2-normalise -> Dense(d) -> context gating x * sigmoid(W x + b) -> L2-normalise.
+Text enters as the mean of learned word embeddings over the caption's tokens (padding
+masked). `Model` is MME trained on whole captions: one retrieval space, `action`.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+EPS = 1e-8
+
+
+def l2_normalize(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
+    return x * jnp.reciprocal(jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=True)) + EPS)
+
+
+class GatedEmbedding(nn.Module):
+    """L2-normalise -> Dense(dim) -> context gating -> L2-normalise."""
+
+    dim: int
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
+        x = nn.Dense(self.dim, name="proj")(l2_normalize(x))
+        x = x * nn.sigmoid(nn.Dense(self.dim, name="gate")(x))
+        return l2_normalize(x)
+
+
+class BagOfWords(nn.Module):
+    """Mean of word embeddings over known tokens: [n, L] ids -> [n, word_dim].
+
+    Padding (0) and unknown words (1, never seen in training) are left out.
+    """
+
+    vocab_size: int
+    word_dim: int
+
+    @nn.compact
+    def __call__(self, ids: jnp.ndarray) -> jnp.ndarray:
+        table = nn.Embed(
+            self.vocab_size, self.word_dim, embedding_init=nn.initializers.normal(0.1), name="table"
+        )
+        mask = (ids > 1).astype(jnp.float32)[..., None]
+        total = jnp.sum(table(ids) * mask, axis=-2)
+        return total / jnp.maximum(jnp.sum(mask, axis=-2), 1.0)
+
+
+class Model(nn.Module):
+    """MME over whole captions: {'action': [n, embed_dim]} for videos and texts."""
+
+    vocab_size: int
+    video_dim: int
+    embed_dim: int = 256
+    word_dim: int = 100
+
+    levels = ("action",)
+
+    def setup(self):
+        self.words = BagOfWords(self.vocab_size, self.word_dim, name="words")
+        self.video_head = GatedEmbedding(self.embed_dim, name="video")
+        self.text_head = GatedEmbedding(self.embed_dim, name="text")
+
+    def embed_video(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
+        return {"action": self.video_head(batch["video"])}
+
+    def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
+        return {"action": self.text_head(self.words(batch["caption"]))}
+
+    def __call__(self, batch: dict, train: bool = False) -> tuple[dict, dict]:
+        return self.embed_video(batch, train), self.embed_text(batch, train)

@@ -1,0 +1,416 @@
+"""`train_and_evaluate(config, workdir)`: the trainer every jaxsvr model uses.
+
+1. Data (`jaxsvr.data.dataset`): train clips with video features and caption tokens; the
+   test split with its class relevance. The first log lines say where everything comes from.
+2. Mesh (`jaxsvr.parallel`): every device on one `data` axis by default; the train state is
+   replicated, batches are split over `data`.
+3. State: params from `model.init` (word table optionally from a word-vector file), the optax
+   optimiser (`jaxsvr.optim`), the step. Init is jitted with replicated out_shardings.
+4. Restore (`jaxsvr.checkpoint`): the latest checkpoint in WORKDIR/checkpoints if any (so
+   rerunning a command resumes it), else scratch.
+5. Loop: host-side batches (`jaxsvr.data.triplets`, a pure function of (seed, epoch, step))
+   are gathered by a background thread and handed over as sharded global arrays; the train
+   step (embeddings, all triplet terms, gradients, optimizer update) is one jitted program
+   with the state donated. Metrics stay on device until a log step. Every
+   `eval.every_epochs` epochs and at the end: test nDCG/mAP/R@K; checkpoints every
+   `checkpoint.every_steps` and at the end, the best by `checkpoint.best_metric`.
+6. Outputs (process 0): `config.json`, `vocab.json`, `metrics.jsonl` + TensorBoard events
+   (`jaxsvr.metric_writers`), and `metrics.json` with the final test metrics.
+
+A non-finite loss stops the run with `TrainingDiverged` naming the step; no checkpoint is
+written after it, so the last good one stays.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+
+from jaxsvr import models, optim, parallel
+from jaxsvr.checkpoint import Checkpointer
+from jaxsvr.data import dataset, text
+from jaxsvr.data.triplets import TripletSampler
+from jaxsvr.evaluation.evaluator import RetrievalEvaluator
+from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, triplet_terms
+from jaxsvr.metric_writers import MetricWriter
+
+TEXT_FIELDS = dataset.TEXT_FIELDS
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became non-finite."""
+
+
+@flax.struct.dataclass
+class TrainState:
+    step: jax.Array
+    params: Any
+    opt_state: Any
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -> dict:
+    """Trains `config.model` as `config` says and returns the final test metrics."""
+    workdir = Path(workdir)
+    lead = jax.process_index() == 0
+    if lead:
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "config.json").write_text(config.to_json_best_effort(indent=1) + "\n")
+    _check_loss_config(config.loss)
+
+    data = dataset.load(config.data)
+    if lead:
+        (workdir / "vocab.json").write_text(data.vocab.to_json() + "\n")
+    model = models.build(config, len(data.vocab), data.video_dim)
+    mesh = parallel.make_mesh(config.mesh.data)
+    batch_size = config.train.batch_size
+    parallel.check_batch_size(batch_size, mesh)
+    sampler = TripletSampler(
+        data.train.verbs,
+        data.train.clips.noun_classes,
+        data.train.clips.noun_class,
+        levels=model.levels,
+        num_triplets=config.sampler.num_triplets,
+        resample_every=config.sampler.resample_every,
+        margin=config.loss.margin,
+        fixed_margin=config.loss.fixed_margin,
+        seed=config.seed,
+    )
+    steps_per_epoch = sampler.steps_per_epoch(batch_size)
+    total_steps = config.train.num_epochs * steps_per_epoch
+    tx = optim.build(config.optimizer, total_steps)
+    logging.info(
+        "model %s on %d device(s) %s; %d steps (%d epochs x %d), batch %d anchors x %d rows",
+        config.model.name,
+        mesh.size,
+        jax.devices()[0].platform,
+        total_steps,
+        config.train.num_epochs,
+        steps_per_epoch,
+        batch_size,
+        sampler.rows_per_anchor,
+    )
+
+    rep = parallel.replicated(mesh)
+    state = _init_state(config, model, tx, data, rep)
+    state_sharding = jax.tree.map(lambda _: rep, state)
+    ckpt = Checkpointer(
+        workdir,
+        every_steps=config.checkpoint.every_steps,
+        keep=config.checkpoint.keep,
+        metric=config.checkpoint.best_metric,
+    )
+    resumed = ckpt.latest_step() is not None
+    if resumed:
+        state = ckpt.restore(state)
+    start_step = int(jax.device_get(state.step))
+    writer = MetricWriter(workdir, enabled=lead, resume_step=start_step if resumed else None)
+    evaluator = RetrievalEvaluator(
+        model,
+        data.test.video,
+        data.test.tokens,
+        data.test.relevance,
+        mesh,
+        chunk=config.eval.chunk,
+        threshold=config.eval.threshold,
+        backend=config.eval.backend,
+    )
+    batch_keys = ("video", *_text_fields(model), "margin")
+    batch_sharding = {k: parallel.batch_sharded(mesh) for k in batch_keys}
+    train_step = jax.jit(
+        functools.partial(_train_step, model=model, tx=tx, config=config, levels=model.levels),
+        in_shardings=(state_sharding, batch_sharding),
+        out_shardings=(state_sharding, rep),
+        donate_argnums=0,
+    )
+    source = _BatchSource(data.train, sampler, batch_size, steps_per_epoch, batch_keys)
+    eval_every = config.eval.every_epochs * steps_per_epoch
+    log_every = config.train.log_every_steps
+    pending: list[tuple[int, dict]] = []
+    last_saved = start_step if resumed else None
+    final = None
+    timer = _Timer(start_step, total_steps)
+    prefetch = _Prefetch(source, mesh, start_step, total_steps, depth=config.train.prefetch)
+    try:
+        for step in range(start_step + 1, total_steps + 1):
+            batch = prefetch.next(timer)
+            state, metrics = train_step(state, batch)
+            pending.append((step, metrics))
+            done = step == total_steps
+            if step % log_every == 0 or done or ckpt.should_save(step) or step % eval_every == 0:
+                scalars = _drain(pending, last_saved)
+                if step % log_every == 0 or done:
+                    scalars.update(timer.rates(step))
+                    writer.write_scalars(step, {f"train/{k}": v for k, v in scalars.items()})
+                    writer.flush()
+                    timer.log(step, steps_per_epoch, scalars)
+            if step % eval_every == 0 or done:
+                final = _evaluate(evaluator, state, step, writer)
+                ckpt.save_best(step, state, final)
+            if ckpt.should_save(step) or done:
+                ckpt.save(step, state)
+                last_saved = step
+    finally:
+        prefetch.close()
+        ckpt.close()
+    if final is None:  # resumed a finished run: evaluate its final state again
+        final = _evaluate(evaluator, state, start_step, writer)
+    final.update(timer.summary())
+    writer.close()
+    if lead:
+        _write_json(workdir / "metrics.json", final)
+        logging.info("wrote %s", workdir / "metrics.json")
+    return final
+
+
+def _check_loss_config(loss: ml_collections.ConfigDict) -> None:
+    from jaxsvr.errors import InputError
+
+    if loss.distance not in DISTANCES:
+        raise InputError(f"unknown config.loss.distance {loss.distance!r}: use one of {DISTANCES}")
+    unknown = set(loss.pair_weights) - set(PAIR_TYPES)
+    if unknown:
+        raise InputError(
+            f"unknown pair types {sorted(unknown)} in config.loss.pair_weights: use "
+            f"{sorted(PAIR_TYPES)}"
+        )
+
+
+def _text_fields(model) -> tuple[str, ...]:
+    return ("caption",) if model.levels == ("action",) else ("verb", "noun")
+
+
+def _init_state(config, model, tx, data, rep) -> TrainState:
+    fields = _text_fields(model)
+    dummy = {"video": np.zeros((1, *data.train.video.shape[1:]), np.float32)}
+    dummy.update({f: np.zeros((1, data.train.tokens[f].shape[1]), np.int32) for f in fields})
+    for f in set(TEXT_FIELDS) - set(fields):
+        dummy[f] = np.zeros((1, 1), np.int32)
+
+    @functools.partial(jax.jit, out_shardings=rep)
+    def init(rng):
+        params = model.init(rng, dummy)
+        return TrainState(jnp.zeros((), jnp.int32), params, tx.init(params))
+
+    state = init(jax.random.key(config.seed))
+    if config.data.word_vectors:
+        table, found = text.load_word_vectors(
+            config.data.word_vectors, data.vocab, config.model.word_dim, seed=config.seed
+        )
+        logging.info(
+            "text: word vectors for %d of %d words from %s",
+            found,
+            len(data.vocab),
+            config.data.word_vectors,
+        )
+        params = flax.core.unfreeze(state.params)
+        params["params"]["words"]["table"]["embedding"] = jax.device_put(table, rep)
+        state = TrainState(state.step, params, jax.jit(tx.init, out_shardings=rep)(params))
+    count = sum(x.size for x in jax.tree.leaves(state.params))
+    logging.info("model: %d parameters", count)
+    return state
+
+
+def _train_step(state: TrainState, batch: dict, *, model, tx, config, levels):
+    """One optimisation step; returns the new state and the step's loss terms."""
+    loss_cfg = config.loss
+    margin = batch["margin"]  # [B, n_levels, K]
+    b, k = margin.shape[0], margin.shape[-1]
+    rows = 1 + 2 * len(levels) * k
+    rng = jax.random.fold_in(jax.random.key(config.seed), state.step)
+
+    def loss_fn(params):
+        flat = {
+            key: v.reshape(b * rows, *v.shape[2:]) for key, v in batch.items() if key != "margin"
+        }
+        rngs = {"dropout": rng}
+        video = model.apply(params, flat, True, method=model.embed_video, rngs=rngs)
+        txt = model.apply(params, flat, True, method=model.embed_text, rngs=rngs)
+        video = {lv: e.reshape(b, rows, -1) for lv, e in video.items()}
+        txt = {lv: e.reshape(b, rows, -1) for lv, e in txt.items()}
+        terms = triplet_terms(
+            video,
+            txt,
+            margin,
+            levels=levels,
+            level_index={lv: i for i, lv in enumerate(levels)},
+            num_triplets=k,
+            distance_kind=loss_cfg.distance,
+        )
+        total = sum(
+            loss_cfg.level_weights[lv] * loss_cfg.pair_weights[p] * terms[f"{lv}_{p}"]
+            for lv in levels
+            for p in PAIR_TYPES
+        )
+        return total, terms
+
+    (loss, terms), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics = {"loss": loss, "grad_norm": optax.global_norm(grads), **terms}
+    return TrainState(state.step + 1, params, opt_state), metrics
+
+
+class _BatchSource:
+    """This process's share of batch `step`: gathered features, tokens and margins."""
+
+    def __init__(self, split, sampler, batch_size, steps_per_epoch, keys):
+        self.split, self.sampler = split, sampler
+        self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
+        self.keys = keys
+        self.cut = parallel.process_slice(batch_size)
+
+    def __call__(self, step: int) -> dict[str, np.ndarray]:
+        epoch, index = divmod(step - 1, self.steps_per_epoch)
+        rows, margin = self.sampler.batch(epoch, index, self.batch_size)
+        rows, margin = rows[self.cut], margin[self.cut]
+        flat = rows.reshape(-1)
+        out = {"margin": margin}
+        for key in self.keys:
+            if key == "video":
+                # Sorted reads are kinder to memory-mapped features; restore order after.
+                order = np.argsort(flat, kind="stable")
+                gathered = np.empty((flat.size, *self.split.video.shape[1:]), np.float32)
+                gathered[order] = self.split.video[flat[order]]
+                out[key] = gathered.reshape(*rows.shape, *gathered.shape[1:])
+            elif key != "margin":
+                out[key] = self.split.tokens[key][flat].reshape(*rows.shape, -1)
+        return out
+
+
+class _Prefetch:
+    """Builds the next batches on a background thread and puts them on the devices."""
+
+    def __init__(self, source, mesh, start_step: int, total_steps: int, depth: int = 2):
+        self.queue: queue.Queue = queue.Queue(maxsize=max(depth, 1))
+        self.stop = threading.Event()
+
+        def work():
+            try:
+                for step in range(start_step + 1, total_steps + 1):
+                    item = parallel.global_batch(source(step), mesh)
+                    while not self.stop.is_set():
+                        try:
+                            self.queue.put(item, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if self.stop.is_set():
+                        return
+            except BaseException as e:  # surfaced in the training thread
+                self.queue.put(e)
+
+        self.thread = threading.Thread(target=work, name="batches", daemon=True)
+        self.thread.start()
+
+    def next(self, timer: _Timer) -> dict:
+        start = time.perf_counter()
+        item = self.queue.get()
+        timer.waited += time.perf_counter() - start
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+
+
+def _drain(pending: list, last_saved: int | None) -> dict[str, float]:
+    """Means of the pending step metrics; raises TrainingDiverged at a non-finite loss."""
+    host = jax.device_get(pending)
+    pending.clear()
+    for step, m in host:
+        if not np.isfinite(m["loss"]):
+            where = f"step {last_saved}" if last_saved is not None else "none yet"
+            raise TrainingDiverged(
+                f"non-finite loss ({m['loss']}) at step {step}; last good checkpoint: {where}. "
+                "Lower config.optimizer.lr or check the features"
+            )
+    return {k: float(np.mean([m[k] for _, m in host])) for k in host[0][1]}
+
+
+def _evaluate(evaluator, state, step: int, writer: MetricWriter) -> dict:
+    metrics = evaluator(state.params)
+    scalars = {
+        f"test/{k}": v
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and v is not None and not k.startswith(("n_", "excl"))
+    }
+    writer.write_scalars(step, scalars)
+    writer.flush()
+    logging.info(
+        "eval step %d: nDCG %.4f  mAP %.4f  R@1/5/10 t2v %.1f/%.1f/%.1f  RSum %.1f  (%.1fs)",
+        step,
+        metrics["ndcg_avg"],
+        metrics["map_avg"],
+        metrics["r1_t2v"],
+        metrics["r5_t2v"],
+        metrics["r10_t2v"],
+        metrics["rsum"],
+        metrics["eval_seconds"],
+    )
+    return {"step": step, **metrics}
+
+
+class _Timer:
+    """Steps/s, ETA and the share of time the training loop waited for batches."""
+
+    def __init__(self, start_step: int, total_steps: int):
+        self.start = self.last = time.perf_counter()
+        self.first_step = self.last_step = start_step
+        self.total = total_steps
+        self.waited = 0.0
+        self.last_waited = 0.0
+
+    def rates(self, step: int) -> dict[str, float]:
+        now = time.perf_counter()
+        span = max(now - self.last, 1e-9)
+        out = {
+            "steps_per_sec": (step - self.last_step) / span,
+            "host_wait": (self.waited - self.last_waited) / span,
+        }
+        self.last, self.last_step, self.last_waited = now, step, self.waited
+        return out
+
+    def log(self, step: int, steps_per_epoch: int, scalars: dict) -> None:
+        rate = scalars["steps_per_sec"]
+        eta = (self.total - step) / max(rate, 1e-9)
+        logging.info(
+            "step %d/%d (epoch %.1f): loss %.4f | %.1f steps/s | host wait %.1f%% | ETA %s",
+            step,
+            self.total,
+            step / steps_per_epoch,
+            scalars["loss"],
+            rate,
+            100 * scalars["host_wait"],
+            time.strftime("%H:%M:%S", time.gmtime(eta)),
+        )
+
+    def summary(self) -> dict[str, float]:
+        span = time.perf_counter() - self.start
+        steps = self.last_step - self.first_step
+        return {
+            "train_seconds": span,
+            "train_steps": steps,
+            "steps_per_sec": steps / span if steps else 0.0,
+            "host_wait": self.waited / span if steps else 0.0,
+        }
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    tmp.replace(path)
