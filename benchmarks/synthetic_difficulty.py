@@ -1,7 +1,8 @@
 """How hard synthetic features are: a linear-probe ceiling on the EK-100 retrieval test set.
 
   python benchmarks/synthetic_difficulty.py [--epic ../shared/data/epic100] [--seed 0]
-      [--lam 3] [--set signal=0.05 --set hide_noun=0.2 ...] [--json out.json]
+      [--lam 1] [--set signal=0.05 --set "noun_strength=(1,0.5,0.2)" ...] [--segments 4]
+      [--no-reference] [--json out.json]
 
 `jaxsvr.data.synthetic` stands in for EPIC's TBN features; its defaults are calibrated so
 that a trained retrieval model lands clearly between random and perfect. The proxy for
@@ -15,18 +16,24 @@ keep one half of S (the other set to 0): what each part of speech alone is worth
 ties are broken by a tiny deterministic jitter, so a part-only S gets the expected value of
 random tie order rather than the pessimistic one.
 
-Measured with the default spec, seed 0, lambda 3 (2-core CPU):
+Measured with the default spec, seed 0, lambda 1 (2-core CPU, ~20 s in all):
 
-  | hide_noun | similarity | nDCG  | mAP   |
-  |-----------|------------|-------|-------|
-  | 0.15      | full       | 0.621 | 0.448 |
-  | 0.15      | verb only  | 0.467 | 0.220 |
-  | 0.15      | noun only  | 0.487 | 0.276 |
-  | 0         | full       | 0.633 | 0.463 |
-  | 0         | verb only  | 0.467 | 0.220 |
-  | 0         | noun only  | 0.502 | 0.291 |
-  | -         | random     | 0.110 | 0.056 |
-  generation of the train table (16115 x 3072): ~1.2 s
+  | hide_noun | similarity  | nDCG  | mAP   |
+  |-----------|-------------|-------|-------|
+  | 0.15      | full        | 0.592 | 0.471 |
+  | 0.15      | verb        | 0.541 | 0.315 |
+  | 0.15      | noun        | 0.269 | 0.282 |
+  | 0         | full        | 0.612 | 0.513 |
+  | 0         | verb        | 0.547 | 0.318 |
+  | 0         | noun        | 0.293 | 0.332 |
+  | -         | oracle full | 1.000 | 1.000 |
+  | -         | oracle verb | 0.816 | 0.544 |
+  | -         | oracle noun | 0.403 | 0.722 |
+  | -         | random      | 0.109 | 0.056 |
+  generation of the train table (16115 x 3072): 0.6-1.2 s
+  --seed 1: full 0.615 / 0.488; --segments 4: full 0.591 / 0.469; lambda 3: 0.568 / 0.444.
+"oracle" rows embed test clips by their true classes (the best any similarity can do with
+that half alone).
 """
 
 from __future__ import annotations
@@ -88,7 +95,7 @@ def linear_probe(
     num_verbs: int,
     num_nouns: int,
     *,
-    lam: float = 3.0,
+    lam: float = 1.0,
     rel: np.ndarray | None = None,
 ) -> dict[str, dict]:
     """nDCG/mAP of the ridge-probe similarity (module docstring) and its verb/noun halves.
@@ -112,9 +119,32 @@ def linear_probe(
     )
     w, b = ridge(_unit(train_x), targets, lam)
     scores = np.maximum(_unit(test_x) @ w + b, 0.0)
-    clip_v, clip_n = _unit(scores[:, :num_verbs]), _unit(scores[:, num_verbs:])
-    sent_v = _unit(multi_hot(sentences.verb_classes, num_verbs))
-    sent_n = _unit(multi_hot(sentences.noun_classes, num_nouns))
+    return class_similarity_metrics(
+        scores[:, :num_verbs], scores[:, num_verbs:], test_clips, sentences, rel=rel
+    )
+
+
+def class_similarity_metrics(
+    clip_verbs: np.ndarray,
+    clip_nouns: np.ndarray,
+    test_clips: epic100.Clips,
+    sentences: epic100.Sentences,
+    *,
+    rel: np.ndarray | None = None,
+) -> dict[str, dict]:
+    """Metrics of S = 1/2 cos(verb parts) + 1/2 cos(noun parts) and of each half alone.
+
+    Args:
+      clip_verbs: [n_test, num_verbs] non-negative verb scores of the test clips.
+      clip_nouns: [n_test, num_nouns] noun scores.
+      test_clips, sentences: the test annotations; sentences are embedded as one-hots.
+      rel: [n_test, n_sentences] class relevance, computed when None.
+
+    Returns:
+      {"full" | "verb" | "noun": evaluate(...) result}.
+    """
+    sent_v = _unit(multi_hot(sentences.verb_classes, clip_verbs.shape[1]))
+    sent_n = _unit(multi_hot(sentences.noun_classes, clip_nouns.shape[1]))
     if rel is None:
         rel = class_relevance(
             test_clips.verb_classes,
@@ -122,7 +152,8 @@ def linear_probe(
             sentences.verb_classes,
             sentences.noun_classes,
         )
-    cos_v, cos_n = 0.5 * (clip_v @ sent_v.T), 0.5 * (clip_n @ sent_n.T)
+    cos_v = 0.5 * (_unit(clip_verbs) @ sent_v.T)
+    cos_n = 0.5 * (_unit(clip_nouns) @ sent_n.T)
     jitter = np.random.default_rng(0).random(rel.shape, dtype=np.float32) * np.float32(1e-5)
     return {
         "full": evaluate(cos_v + cos_n + jitter, rel),
@@ -132,9 +163,22 @@ def linear_probe(
 
 
 def difficulty(
-    epic: Path, spec: SyntheticSpec, *, seed: int = 0, lam: float = 3.0, rel=None
+    epic: Path,
+    spec: SyntheticSpec,
+    *,
+    seed: int = 0,
+    lam: float = 1.0,
+    segments: int = 0,
+    rel: np.ndarray | None = None,
 ) -> dict:
     """Generates EPIC train/test features with `spec` and runs `linear_probe`.
+
+    Args:
+      epic: folder of the EPIC-KITCHENS-100 CSVs.
+      spec, seed: as for `clip_features`.
+      lam: ridge penalty.
+      segments: 0 for clip features, S > 0 to probe the mean of S segment features.
+      rel: the test class relevance, computed when None.
 
     Returns:
       {"generate_train_s": seconds, "full" | "verb" | "noun": metrics}.
@@ -144,22 +188,28 @@ def difficulty(
     sentences = epic100.read_sentences(epic / epic100.TEST_SENTENCES, test)
     nv = len(epic100.read_classes(epic / epic100.VERB_CLASSES))
     nn = len(epic100.read_classes(epic / epic100.NOUN_CLASSES))
+
+    def features(clips, split):
+        x = clip_features(clips, nv, nn, seed=seed, split=split, spec=spec, segments=segments)
+        return x.mean(1) if segments else x
+
     start = time.perf_counter()
-    train_x = clip_features(train, nv, nn, seed=seed, split="train", spec=spec)
+    train_x = features(train, "train")
     seconds = time.perf_counter() - start
-    test_x = clip_features(test, nv, nn, seed=seed, split="test", spec=spec)
+    test_x = features(test, "test")
     out = linear_probe(train_x, train, test_x, test, sentences, nv, nn, lam=lam, rel=rel)
     return {"generate_train_s": seconds, **out}
 
 
 def _override(spec: SyntheticSpec, assignments: list[str]) -> SyntheticSpec:
-    fields = {f.name: f for f in dataclasses.fields(SyntheticSpec)}
+    """SyntheticSpec with FIELD=VALUE changes; VALUE is JSON or a tuple like (1,0.5,0.2)."""
+    names = {f.name for f in dataclasses.fields(SyntheticSpec)}
     changes = {}
     for item in assignments:
         name, _, value = item.partition("=")
-        if name not in fields:
+        if name not in names:
             raise SystemExit(f"--set {item}: SyntheticSpec has no field {name!r}")
-        parsed = json.loads(value if not value.startswith("(") else f"[{value[1:-1]}]")
+        parsed = json.loads(f"[{value[1:-1]}]" if value.startswith("(") else value)
         changes[name] = tuple(parsed) if isinstance(parsed, list) else parsed
     return dataclasses.replace(spec, **changes)
 
@@ -168,9 +218,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epic", type=Path, default=DEFAULT_EPIC)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lam", type=float, default=3.0)
+    parser.add_argument("--lam", type=float, default=1.0)
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
-    parser.add_argument("--no-random", action="store_true", help="skip the random row")
+    parser.add_argument("--segments", type=int, default=0, help="probe the segment mean")
+    parser.add_argument("--no-reference", action="store_true", help="skip oracle/random rows")
     parser.add_argument("--json", type=Path, help="also write all metrics here")
     args = parser.parse_args()
 
@@ -180,25 +231,38 @@ def main() -> None:
     rel = class_relevance(
         test.verb_classes, test.noun_classes, sentences.verb_classes, sentences.noun_classes
     )
-    results = {}
+    rows: dict[str, dict] = {}
+    seconds = 0.0
     for hide in dict.fromkeys([spec.hide_noun, 0.0]):
-        run = dataclasses.replace(spec, hide_noun=hide)
-        results[hide] = difficulty(args.epic, run, seed=args.seed, lam=args.lam, rel=rel)
-    print(f"spec: {spec}")
-    print("| hide_noun | similarity | nDCG  | mAP   |")
-    print("|-----------|------------|-------|-------|")
-    for hide, res in results.items():
-        for part in ("full", "verb", "noun"):
-            m = res[part]
-            print(f"| {hide:<9g} | {part:<10} | {m['ndcg_avg']:.3f} | {m['map_avg']:.3f} |")
-    if not args.no_random:
+        res = difficulty(
+            args.epic,
+            dataclasses.replace(spec, hide_noun=hide),
+            seed=args.seed,
+            lam=args.lam,
+            segments=args.segments,
+            rel=rel,
+        )
+        generated = res.pop("generate_train_s")
+        seconds = seconds or generated
+        rows.update({f"{hide:g} | {part}": m for part, m in res.items()})
+    if not args.no_reference:
+        nv = len(epic100.read_classes(args.epic / epic100.VERB_CLASSES))
+        nn = len(epic100.read_classes(args.epic / epic100.NOUN_CLASSES))
+        oracle = class_similarity_metrics(
+            multi_hot(test.verb_classes, nv), multi_hot(test.noun_classes, nn), test, sentences
+        )
+        rows.update({f"- | oracle {part}": m for part, m in oracle.items()})
         sim = np.random.default_rng(args.seed).random(rel.shape, dtype=np.float32)
-        m = evaluate(sim, rel)
-        print(f"| {'-':<9} | {'random':<10} | {m['ndcg_avg']:.3f} | {m['map_avg']:.3f} |")
-    seconds = results[spec.hide_noun]["generate_train_s"]
-    print(f"generation of the train table (16115 x {spec.dim}): {seconds:.2f} s")
+        rows["- | random"] = evaluate(sim, rel)
+    print(f"spec: {spec}, seed {args.seed}, lambda {args.lam}, segments {args.segments}")
+    print("| hide_noun | similarity  | nDCG  | mAP   |")
+    print("|-----------|-------------|-------|-------|")
+    for name, m in rows.items():
+        hide, part = name.split(" | ")
+        print(f"| {hide:<9} | {part:<11} | {m['ndcg_avg']:.3f} | {m['map_avg']:.3f} |")
+    print(f"generation of the train table ({spec.dim}-d): {seconds:.2f} s")
     if args.json:
-        args.json.write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
+        args.json.write_text(json.dumps({"generate_train_s": seconds, **rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -91,6 +91,7 @@ def base() -> ml_collections.ConfigDict:
     t.num_epochs = 100
     t.log_every_steps = 50
     t.prefetch = 2
+    t.gather = "device"  # train features on the devices, gathered in the step; or "host"
 
     c.eval = e = ml_collections.ConfigDict()
     e.every_epochs = 10

@@ -10,6 +10,7 @@ input (one line: unknown config key or variant, missing file, features that disa
 the annotations, non-finite features).
 """
 
+import ast
 import logging
 import sys
 
@@ -68,8 +69,19 @@ def _parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing, with config errors (unknown key, bad variant) as one line, exit 2."""
     try:
         return flags.FLAGS(argv)
-    except flags.Error as e:
-        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+    except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
+        message = str(e)
+        if message[:1] in "'\"":  # ml_collections wraps the key error message in a repr
+            try:
+                message = ast.literal_eval(message)
+            except (ValueError, SyntaxError):
+                pass
+        if "Traceback" in message:  # an error raised inside the config file: its last line
+            last = message.strip().splitlines()[-1]
+            message = f"in the config file: {last.split(': ', 1)[-1]}"
+        elif isinstance(e, (AttributeError, KeyError)):
+            message = f"unknown config key {message}"
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 

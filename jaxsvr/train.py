@@ -8,12 +8,15 @@
    optimiser (`jaxsvr.optim`), the step. Init is jitted with replicated out_shardings.
 4. Restore (`jaxsvr.checkpoint`): the latest checkpoint in WORKDIR/checkpoints if any (so
    rerunning a command resumes it), else scratch.
-5. Loop: host-side batches (`jaxsvr.data.triplets`, a pure function of (seed, epoch, step))
-   are gathered by a background thread and handed over as sharded global arrays; the train
-   step (embeddings, all triplet terms, gradients, optimizer update) is one jitted program
-   with the state donated. Metrics stay on device until a log step. Every
-   `eval.every_epochs` epochs and at the end: test nDCG/mAP/R@K; checkpoints every
-   `checkpoint.every_steps` and at the end, the best by `checkpoint.best_metric`.
+5. Loop: host-side batches (`jaxsvr.data.triplets`, a pure function of (seed, epoch, step):
+   row indices and relevance margins) are built by a background thread and handed over as
+   sharded global arrays. With `train.gather = "device"` (default) the train features and
+   tokens live on the devices and the step gathers the rows; with "host" the thread gathers
+   them (feature stores too large for device memory). The train step (embeddings, all
+   triplet terms, gradients, optimizer update) is one jitted program with the state
+   donated. Metrics stay on device until a log step. Every `eval.every_epochs` epochs and
+   at the end: test nDCG/mAP/R@K. Checkpoints every `checkpoint.every_steps` and at the
+   end, plus the best by `checkpoint.best_metric`.
 6. Outputs (process 0): `config.json`, `vocab.json`, `metrics.jsonl` + TensorBoard events
    (`jaxsvr.metric_writers`), and `metrics.json` with the final test metrics.
 
@@ -43,6 +46,7 @@ from jaxsvr import models, optim, parallel
 from jaxsvr.checkpoint import Checkpointer
 from jaxsvr.data import dataset, text
 from jaxsvr.data.triplets import TripletSampler
+from jaxsvr.errors import InputError
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, triplet_terms
 from jaxsvr.metric_writers import MetricWriter
@@ -127,15 +131,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
         threshold=config.eval.threshold,
         backend=config.eval.backend,
     )
-    batch_keys = ("video", *_text_fields(model), "margin")
+    input_keys = ("video", *_text_fields(model))
+    gather = config.train.gather
+    if gather == "device":
+        tables = {"video": jax.device_put(np.asarray(data.train.video), rep)}
+        tables.update({k: jax.device_put(data.train.tokens[k], rep) for k in input_keys[1:]})
+        batch_keys = ("rows", "margin")
+    elif gather == "host":
+        tables, batch_keys = {}, (*input_keys, "margin")
+    else:
+        raise InputError(f"unknown config.train.gather {gather!r}: use 'device' or 'host'")
     batch_sharding = {k: parallel.batch_sharded(mesh) for k in batch_keys}
     train_step = jax.jit(
         functools.partial(_train_step, model=model, tx=tx, config=config, levels=model.levels),
-        in_shardings=(state_sharding, batch_sharding),
+        in_shardings=(state_sharding, jax.tree.map(lambda _: rep, tables), batch_sharding),
         out_shardings=(state_sharding, rep),
         donate_argnums=0,
     )
-    source = _BatchSource(data.train, sampler, batch_size, steps_per_epoch, batch_keys)
+    source = _BatchSource(data.train, sampler, batch_size, steps_per_epoch, input_keys, gather)
     eval_every = config.eval.every_epochs * steps_per_epoch
     log_every = config.train.log_every_steps
     pending: list[tuple[int, dict]] = []
@@ -146,7 +159,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     try:
         for step in range(start_step + 1, total_steps + 1):
             batch = prefetch.next(timer)
-            state, metrics = train_step(state, batch)
+            state, metrics = train_step(state, tables, batch)
             pending.append((step, metrics))
             done = step == total_steps
             if step % log_every == 0 or done or ckpt.should_save(step) or step % eval_every == 0:
@@ -176,8 +189,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
 
 
 def _check_loss_config(loss: ml_collections.ConfigDict) -> None:
-    from jaxsvr.errors import InputError
-
     if loss.distance not in DISTANCES:
         raise InputError(f"unknown config.loss.distance {loss.distance!r}: use one of {DISTANCES}")
     unknown = set(loss.pair_weights) - set(PAIR_TYPES)
@@ -223,18 +234,27 @@ def _init_state(config, model, tx, data, rep) -> TrainState:
     return state
 
 
-def _train_step(state: TrainState, batch: dict, *, model, tx, config, levels):
-    """One optimisation step; returns the new state and the step's loss terms."""
+def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, config, levels):
+    """One optimisation step; returns the new state and the step's loss terms.
+
+    `tables` holds the device-resident inputs ({} when the host gathers): then `batch` has
+    row indices [B, M] and the inputs are gathered here.
+    """
     loss_cfg = config.loss
     margin = batch["margin"]  # [B, n_levels, K]
     b, k = margin.shape[0], margin.shape[-1]
     rows = 1 + 2 * len(levels) * k
     rng = jax.random.fold_in(jax.random.key(config.seed), state.step)
 
-    def loss_fn(params):
+    if tables:
+        index = batch["rows"].reshape(-1)
+        flat = {key: jnp.take(table, index, axis=0) for key, table in tables.items()}
+    else:
         flat = {
             key: v.reshape(b * rows, *v.shape[2:]) for key, v in batch.items() if key != "margin"
         }
+
+    def loss_fn(params):
         rngs = {"dropout": rng}
         video = model.apply(params, flat, True, method=model.embed_video, rngs=rngs)
         txt = model.apply(params, flat, True, method=model.embed_text, rngs=rngs)
@@ -264,28 +284,35 @@ def _train_step(state: TrainState, batch: dict, *, model, tx, config, levels):
 
 
 class _BatchSource:
-    """This process's share of batch `step`: gathered features, tokens and margins."""
+    """This process's share of batch `step`.
 
-    def __init__(self, split, sampler, batch_size, steps_per_epoch, keys):
+    gather="device": row indices [b, M] and margins; the step gathers features and tokens
+    from tables that live on the devices (no per-step host copies). gather="host": the
+    features and tokens themselves, gathered here (for feature stores too large to keep
+    on the devices; memory-mapped files are read in sorted row order).
+    """
+
+    def __init__(self, split, sampler, batch_size, steps_per_epoch, keys, gather):
         self.split, self.sampler = split, sampler
         self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
-        self.keys = keys
+        self.keys, self.gather = keys, gather
         self.cut = parallel.process_slice(batch_size)
 
     def __call__(self, step: int) -> dict[str, np.ndarray]:
         epoch, index = divmod(step - 1, self.steps_per_epoch)
         rows, margin = self.sampler.batch(epoch, index, self.batch_size)
         rows, margin = rows[self.cut], margin[self.cut]
+        if self.gather == "device":
+            return {"rows": rows, "margin": margin}
         flat = rows.reshape(-1)
         out = {"margin": margin}
         for key in self.keys:
             if key == "video":
-                # Sorted reads are kinder to memory-mapped features; restore order after.
                 order = np.argsort(flat, kind="stable")
                 gathered = np.empty((flat.size, *self.split.video.shape[1:]), np.float32)
                 gathered[order] = self.split.video[flat[order]]
                 out[key] = gathered.reshape(*rows.shape, *gathered.shape[1:])
-            elif key != "margin":
+            else:
                 out[key] = self.split.tokens[key][flat].reshape(*rows.shape, -1)
         return out
 

@@ -1,45 +1,123 @@
-"""Smoke test of the main job on the built-in synthetic data (runlocal) and config errors."""
+"""The main command end to end (subprocesses): smoke run, resume after SIGKILL, fake devices,
+and one-line errors with exit codes."""
 
 import json
+import signal
 import subprocess
-import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from train_runs import ROOT, final, jsonl, main_command, run_main, train_losses
+
+RUN = ("--config.train.num_epochs=6",)  # 42 steps, checkpoints every 5, evals every 2 epochs
 
 
-def test_main_runlocal(tmp_path):
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxsvr.main",
-            "--config=configs/epic_jpose.py:runlocal",
-            f"--workdir={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One uninterrupted runlocal JPoSE run on 1 device."""
+    workdir = tmp_path_factory.mktemp("reference")
+    r = run_main(workdir, *RUN)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return workdir, r.stderr
+
+
+def test_smoke_runlocal(reference):
+    workdir, log = reference
+    first = log.splitlines()
+    assert any("built-in synthetic kitchen annotations" in line for line in first[:5])
+    assert "nothing is downloaded" in log and "features: synthetic" in log
+    m = final(workdir)
+    assert m["step"] == 42 and 0 < m["ndcg_avg"] <= 1 and 0 < m["map_avg"] <= 1
+    assert {"r1_t2v", "r10_v2t", "medr_t2v", "rsum", "steps_per_sec", "host_wait"} <= set(m)
+    losses = train_losses(workdir)
+    assert losses[max(losses)] < losses[min(losses)]  # it learns
+    rows = jsonl(workdir)
+    assert {"train/verb_tv", "train/noun_vv", "train/action_tt"} <= set(rows[0])
+    assert any("test/ndcg_avg" in r for r in rows)
+    assert json.loads((workdir / "config.json").read_text())["model"]["name"] == "jpose"
+    assert (workdir / "vocab.json").is_file()
+    assert list((workdir / "tensorboard").glob("events.out.tfevents.*"))
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["40", "42"]
+    assert len(list((workdir / "best").iterdir())) == 1
+
+
+def test_resume_after_sigkill_matches_uninterrupted(reference, tmp_path):
+    proc = subprocess.Popen(
+        main_command(tmp_path, *RUN), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    assert r.returncode == 0, r.stderr
-    assert "built-in synthetic kitchen annotations" in r.stderr
-    assert "nothing is downloaded" in r.stderr
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert set(metrics) == {"random", "oracle_0.1", "oracle_0.3", "oracle_1", "perfect"}
-    assert metrics["perfect"]["ndcg_avg"] == 1.0 and metrics["perfect"]["map_avg"] == 1.0
-    assert metrics["random"]["ndcg_avg"] < metrics["oracle_1"]["ndcg_avg"] < 1.0
-    assert json.loads((tmp_path / "config.json").read_text())["data"]["num_videos"] == 4
+    ckpts = tmp_path / "checkpoints"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()):
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (tmp_path / "metrics.json").exists(), "the run ended before it was killed"
+    saved = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
+    assert saved < 42
+
+    r = run_main(tmp_path, *RUN)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resumed" in r.stderr
+    want, got = final(reference[0]), final(tmp_path)
+    for key in ("ndcg_avg", "map_avg", "rsum", "ndcg_v2t", "map_t2v"):
+        assert got[key] == want[key], key
+    ref_losses, losses = train_losses(reference[0]), train_losses(tmp_path)
+    assert losses == ref_losses  # the JSON lines of the killed part were rewound too
+    assert [r["step"] for r in jsonl(tmp_path)] == [r["step"] for r in jsonl(reference[0])]
 
 
-def test_main_rejects_unknown_config_key(tmp_path):
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxsvr.main",
-            "--config=configs/epic_jpose.py",
-            "--config.data.anotations=x",
-            f"--workdir={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode != 0 and "anotations" in r.stderr
+def test_eight_fake_devices_follow_the_one_device_loss_curve(reference, tmp_path):
+    r = run_main(tmp_path, *RUN, devices=8)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "on 8 device(s)" in r.stderr
+    want, got = train_losses(reference[0]), train_losses(tmp_path)
+    assert want.keys() == got.keys()
+    np.testing.assert_allclose([got[s] for s in want], [want[s] for s in want], rtol=0, atol=1e-5)
+
+
+def one_line_error(r, code=2):
+    assert r.returncode == code, r.stderr[-2000:]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, r.stderr[-2000:]
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    "flags, config_arg, expect",
+    [
+        (("--config.train.bach_size=3",), "configs/epic_jpose.py:runlocal", "bach_size"),
+        ((), "configs/epic_jpose.py:margin=soft", "margin"),
+        (("--config.data.annotations=/nonexistent",), "configs/epic_jpose.py", "/nonexistent"),
+    ],
+)
+def test_bad_config_is_one_line_exit_2(tmp_path, flags, config_arg, expect):
+    line = one_line_error(run_main(tmp_path, *flags, config_arg=config_arg))
+    assert expect in line
+
+
+def test_features_that_disagree_with_annotations(tmp_path):
+    feats = tmp_path / "features"
+    feats.mkdir()
+    np.save(feats / "train.npy", np.zeros((7, 192), np.float32))
+    np.save(feats / "test.npy", np.zeros((60, 192), np.float32))
+    line = one_line_error(run_main(tmp_path / "run", f"--config.data.features={feats}"))
+    assert "train.npy" in line and "7" in line and "120" in line
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_non_finite_loss_stops_with_the_step(tmp_path):
+    r = run_main(tmp_path, "--config.optimizer.lr=1e30", "--config.train.num_epochs=6")
+    line = one_line_error(r, code=1)
+    assert "non-finite loss" in line and "at step" in line
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_eval_demo_job_still_runs(tmp_path):
+    r = run_main(tmp_path, "--config.job=eval_demo")
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads(Path(tmp_path, "metrics.json").read_text())
+    assert m["perfect"]["ndcg_avg"] == 1.0 and m["random"]["ndcg_avg"] < m["oracle_1"]["ndcg_avg"]

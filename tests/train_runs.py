@@ -1,0 +1,62 @@
+"""Helpers for trainer tests: configs by path, CLI runs in subprocesses, metric files."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def config(name: str = "epic_jpose", arg: str = "runlocal", **overrides):
+    """configs/<name>.py:<arg> with dotted overrides, e.g. train__num_epochs=2."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "configs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    c = module.get_config(arg)
+    for key, value in overrides.items():
+        *path, leaf = key.split("__")
+        node = c
+        for p in path:
+            node = node[p]
+        node[leaf] = value
+    return c
+
+
+def main_command(workdir, *flags, config_arg="configs/epic_jpose.py:runlocal"):
+    return [
+        sys.executable,
+        "-m",
+        "jaxsvr.main",
+        f"--config={config_arg}",
+        f"--workdir={workdir}",
+        *flags,
+    ]
+
+
+def run_main(workdir, *flags, devices: int | None = None, timeout=300, **kw):
+    env = dict(os.environ)
+    if devices:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return subprocess.run(
+        main_command(workdir, *flags, **kw),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def jsonl(workdir) -> list[dict]:
+    return [json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def train_losses(workdir) -> dict[int, float]:
+    return {r["step"]: r["train/loss"] for r in jsonl(workdir) if "train/loss" in r}
+
+
+def final(workdir) -> dict:
+    return json.loads((Path(workdir) / "metrics.json").read_text())
