@@ -110,7 +110,8 @@ def test_features_that_disagree_with_annotations(tmp_path):
 
 
 def test_non_finite_loss_stops_with_the_step(tmp_path):
-    r = run_main(tmp_path, "--config.optimizer.lr=1e30", "--config.train.num_epochs=6")
+    # An infinite margin makes the loss non-finite from the first step.
+    r = run_main(tmp_path, "--config.loss.fixed_margin=inf", "--config.train.num_epochs=6")
     line = one_line_error(r, code=1)
     assert "non-finite loss" in line and "at step" in line
     assert not (tmp_path / "metrics.json").exists()
