@@ -19,6 +19,8 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from jaxsvr.errors import InputError
+
 
 class Checkpointer:
     """Args:
@@ -32,6 +34,11 @@ class Checkpointer:
     def __init__(
         self, workdir: str | Path, *, every_steps: int, keep: int, metric: str, mode: str = "max"
     ):
+        if every_steps < 1 or keep < 1:
+            raise InputError(
+                "config.checkpoint.every_steps and config.checkpoint.keep must be >= 1, got "
+                f"{every_steps} and {keep}"
+            )
         workdir = Path(workdir).absolute()
         self.every_steps = every_steps
         self.metric = metric
@@ -73,13 +80,16 @@ class Checkpointer:
             self.latest.save(step, args=ocp.args.StandardSave(state), force=True)
 
     def save_best(self, step: int, state: Any, metrics: dict[str, float]) -> None:
-        if self.best is not None and metrics.get(self.metric) is not None:
-            self.best.save(
-                step,
-                args=ocp.args.StandardSave(state),
-                metrics={self.metric: float(metrics[self.metric])},
-                force=True,
-            )
+        if self.best is None or metrics.get(self.metric) is None:
+            return
+        if step in self.best.all_steps():  # re-evaluated after a resume: already saved
+            return
+        self.best.save(
+            step,
+            args=ocp.args.StandardSave(state),
+            metrics={self.metric: float(metrics[self.metric])},
+            force=True,
+        )
 
     def close(self) -> None:
         for manager in (self.latest, self.best):

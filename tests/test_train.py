@@ -80,3 +80,14 @@ def test_config_errors(tmp_path):
         train.train_and_evaluate(config(model__name="clip"), tmp_path)
     with pytest.raises(InputError, match="distance"):
         train.train_and_evaluate(config(loss__distance="l1"), tmp_path)
+
+
+def test_resume_before_an_evaluation_that_was_already_saved_as_best(tmp_path):
+    c = config(train__num_epochs=2, checkpoint__every_steps=10, checkpoint__keep=5)
+    first = train.train_and_evaluate(c, tmp_path)
+    import shutil
+
+    shutil.rmtree(tmp_path / "checkpoints" / "14")  # as if killed after step 14's best save
+    again = train.train_and_evaluate(c, tmp_path)  # resumes at 10, re-evaluates step 14
+    assert again["ndcg_avg"] == first["ndcg_avg"]
+    assert [p.name for p in (tmp_path / "best").iterdir()] == ["14"]
