@@ -18,6 +18,13 @@ def test_mme_with_relevance_margin(tmp_path):
     assert all(np.isfinite(v) for v in losses.values())
 
 
+def test_per_segment_features_train(tmp_path):
+    m = train.train_and_evaluate(
+        config(data__segments=3, train__num_epochs=1, eval__every_epochs=1), tmp_path
+    )
+    assert 0 < m["ndcg_avg"] <= 1
+
+
 def test_host_gather_matches_device_gather(tmp_path):
     a = train.train_and_evaluate(config(**SHORT), tmp_path / "device")
     b = train.train_and_evaluate(config(train__gather="host", **SHORT), tmp_path / "host")

@@ -5,7 +5,8 @@ Two MMEs share the video feature: a verb MME (video vs the caption's verb words)
 MME (video vs its noun words). The action embedding is the L2-normalised concatenation of
 the two (2 * embed_dim = 512-d); test similarity is the dot product of action embeddings.
 Triplets train all three spaces (`verb`, `noun`, `action`; `jaxsvr.losses.triplet`).
-The word table is shared by the two text branches.
+The word table is shared by the two text branches; per-segment video features [n, T, D]
+are averaged over T first.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
-from jaxsvr.models.mme import BagOfWords, GatedEmbedding, l2_normalize
+from jaxsvr.models.mme import BagOfWords, GatedEmbedding, clip_feature, l2_normalize
 
 
 class Model(nn.Module):
@@ -32,7 +33,8 @@ class Model(nn.Module):
         self.text_noun = GatedEmbedding(self.embed_dim, name="text_noun")
 
     def embed_video(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
-        return _with_action(self.video_verb(batch["video"]), self.video_noun(batch["video"]))
+        video = clip_feature(batch["video"])
+        return _with_action(self.video_verb(video), self.video_noun(video))
 
     def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
         verb = self.text_verb(self.words(batch["verb"]))

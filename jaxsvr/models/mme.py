@@ -16,6 +16,12 @@ import jax.numpy as jnp
 EPS = 1e-8
 
 
+def clip_feature(video: jnp.ndarray) -> jnp.ndarray:
+    """[n, D] clip features as they are; [n, T, D] per-segment features averaged over T
+    (the temporal mean the public JPoSE code feeds its MMEs)."""
+    return jnp.mean(video, axis=-2) if video.ndim == 3 else video
+
+
 def l2_normalize(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
     """x / ||x||, with a zero vector (e.g. a caption without nouns) mapped to zero and
     finite gradients there."""
@@ -69,7 +75,7 @@ class Model(nn.Module):
         self.text_head = GatedEmbedding(self.embed_dim, name="text")
 
     def embed_video(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
-        return {"action": self.video_head(batch["video"])}
+        return {"action": self.video_head(clip_feature(batch["video"]))}
 
     def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
         return {"action": self.text_head(self.words(batch["caption"]))}
