@@ -308,13 +308,23 @@ class _BatchSource:
         out = {"margin": margin}
         for key in self.keys:
             if key == "video":
-                order = np.argsort(flat, kind="stable")
-                gathered = np.empty((flat.size, *self.split.video.shape[1:]), np.float32)
-                gathered[order] = self.split.video[flat[order]]
-                out[key] = gathered.reshape(*rows.shape, *gathered.shape[1:])
+                out[key] = _gather_rows(self.split.video, flat).reshape(
+                    *rows.shape, *self.split.video.shape[1:]
+                )
             else:
                 out[key] = self.split.tokens[key][flat].reshape(*rows.shape, -1)
         return out
+
+
+def _gather_rows(video: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """video[rows] as float32. A memory-mapped store is read in ascending row order (disk
+    locality); an in-memory one with one np.take (half the time of the sorted path)."""
+    if not isinstance(video, np.memmap):
+        return np.take(video, rows, axis=0).astype(np.float32, copy=False)
+    order = np.argsort(rows, kind="stable")
+    out = np.empty((rows.size, *video.shape[1:]), np.float32)
+    out[order] = video[rows[order]]
+    return out
 
 
 class _Prefetch:

@@ -98,3 +98,13 @@ def test_resume_before_an_evaluation_that_was_already_saved_as_best(tmp_path):
     again = train.train_and_evaluate(c, tmp_path)  # resumes at 10, re-evaluates step 14
     assert again["ndcg_avg"] == first["ndcg_avg"]
     assert [p.name for p in (tmp_path / "best").iterdir()] == ["14"]
+
+
+def test_host_gather_rows_memmap_and_in_memory(tmp_path):
+    video = np.random.default_rng(0).normal(size=(50, 4, 6)).astype(np.float32)
+    np.save(tmp_path / "v.npy", video)
+    rows = np.array([7, 3, 7, 49, 0, 3])
+    for store in (video, np.load(tmp_path / "v.npy", mmap_mode="r")):
+        got = train._gather_rows(store, rows)
+        assert got.dtype == np.float32 and not isinstance(got, np.memmap)
+        np.testing.assert_array_equal(got, video[rows])
