@@ -25,7 +25,7 @@ from jaxsvr import configs
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     v = configs.variants(arg, {"margin": ("fixed", "relevance"), "runlocal": None})
     config = configs.base()
-    config.model.name = "jpose"
+    configs.mme_jpose_model(config, "jpose")
     config.loss.margin = v.get("margin", "fixed")
     if "runlocal" in v:
         configs.runlocal(config)

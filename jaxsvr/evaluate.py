@@ -3,10 +3,12 @@
   python -m jaxsvr.evaluate --similarity S.npy [--similarity S2.npy ...] --relevance R.npy
 
 Prints one JSON object on stdout with every key of `jaxsvr.evaluation.metrics` (ndcg_v2t,
-ndcg_t2v, ndcg_avg, map_v2t, map_t2v, map_avg, ...). Several --similarity files (model
-ensembles) are averaged into one matrix first. Arrays are [n_videos, n_texts] .npy files,
-loaded without pickle. Bad input (missing file, shape mismatch, non-finite similarity,
-relevance outside [0, 1]): one line on stderr and exit code 2.
+ndcg_t2v, ndcg_avg, map_v2t, map_t2v, map_avg, ...). Several similarity files (model
+ensembles: `--similarity A.npy B.npy`, e.g. the `test_similarity.npy` files training
+runs write with `--config.eval.export_similarity=True`) are averaged into one matrix.
+Arrays are [n_videos, n_texts] .npy files, loaded without pickle. Bad input (missing
+file, shape mismatch, non-finite similarity, relevance outside [0, 1]): one line on stderr
+and exit code 2.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--similarity",
-        action="append",
+        action="extend",
+        nargs="+",
         required=True,
         metavar="S.npy",
-        help="[n_videos, n_texts] similarities; repeat to average an ensemble",
+        help="[n_videos, n_texts] similarities; several (--similarity A.npy B.npy, or the flag "
+        "repeated) are averaged into one ensemble matrix",
     )
     p.add_argument(
         "--relevance",

@@ -53,9 +53,9 @@ def process_slice(global_size: int) -> slice:
     return slice(index * per, (index + 1) * per)
 
 
-def global_batch(local: dict[str, np.ndarray], mesh: jax.sharding.Mesh) -> dict[str, jax.Array]:
-    """Global arrays, batch-sharded, from this process's slices."""
+def global_batch(local, mesh: jax.sharding.Mesh):
+    """Global arrays, batch-sharded, from this process's slices (any pytree of arrays)."""
     sharding = batch_sharded(mesh)
-    return {
-        k: jax.make_array_from_process_local_data(sharding, np.asarray(v)) for k, v in local.items()
-    }
+    return jax.tree.map(
+        lambda v: jax.make_array_from_process_local_data(sharding, np.asarray(v)), local
+    )

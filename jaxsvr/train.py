@@ -8,14 +8,15 @@
    optimiser (`jaxsvr.optim`), the step. Init is jitted with replicated out_shardings.
 4. Restore (`jaxsvr.checkpoint`): the latest checkpoint in WORKDIR/checkpoints if any (so
    rerunning a command resumes it), else scratch.
-5. Loop: host-side batches (`jaxsvr.data.triplets`, a pure function of (seed, epoch, step):
-   row indices and relevance margins) are built by a background thread and handed over as
-   sharded global arrays. With `train.gather = "device"` (default) the train features and
-   tokens live on the devices and the step gathers the rows; with "host" the thread gathers
-   them (feature stores too large for device memory). The train step (embeddings, all
-   triplet terms, gradients, optimizer update) is one jitted program with the state
-   donated. Metrics stay on device until a log step. Every `eval.every_epochs` epochs and
-   at the end: test nDCG/mAP/R@K. Checkpoints every `checkpoint.every_steps` and at the
+5. Loop: host-side batches of the objective (`jaxsvr.objectives`: offline triplets or
+   batch losses; a pure function of (seed, epoch, step): row indices plus margins or
+   relevance matrices) are built by a background thread and handed over as sharded global
+   arrays. With `train.gather = "device"` (default) the train features and text inputs
+   live on the devices and the step gathers the rows; with "host" the thread gathers them
+   (feature stores too large for device memory). The train step (embeddings, every loss
+   term, gradients, optimizer update) is one jitted program with the state donated.
+   Metrics stay on device until a log step. Every `eval.every_epochs` epochs and at the
+   end: test nDCG/mAP/R@K. Checkpoints every `checkpoint.every_steps` and at the
    end, plus the best by `checkpoint.best_metric`.
 6. Outputs (process 0): `config.json`, `vocab.json`, `metrics.jsonl` + TensorBoard events
    (`jaxsvr.metric_writers`), and `metrics.json` with the final test metrics.
@@ -42,16 +43,12 @@ import ml_collections
 import numpy as np
 import optax
 
-from jaxsvr import models, optim, parallel
+from jaxsvr import models, objectives, optim, parallel
 from jaxsvr.checkpoint import Checkpointer
 from jaxsvr.data import dataset, text
-from jaxsvr.data.triplets import TripletSampler
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
-from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, triplet_terms
 from jaxsvr.metric_writers import MetricWriter
-
-TEXT_FIELDS = dataset.TEXT_FIELDS
 
 
 class TrainingDiverged(RuntimeError):
@@ -72,39 +69,32 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     if lead:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "config.json").write_text(config.to_json_best_effort(indent=1) + "\n")
-    _check_loss_config(config.loss)
+    objectives.check_name(config)
+    fields = models.model_class(config.model.name).text_fields
 
-    data = dataset.load(config.data)
+    data = dataset.load(config.data, fields)
     if lead:
         (workdir / "vocab.json").write_text(data.vocab.to_json() + "\n")
-    model = models.build(config, len(data.vocab), data.video_dim)
+    model = models.build(config, len(data.vocab), data.video_dim, **data.dims)
     mesh = parallel.make_mesh(config.mesh.data)
     batch_size = config.train.batch_size
     parallel.check_batch_size(batch_size, mesh)
-    sampler = TripletSampler(
-        data.train.verbs,
-        data.train.clips.noun_classes,
-        data.train.clips.noun_class,
-        levels=model.levels,
-        num_triplets=config.sampler.num_triplets,
-        resample_every=config.sampler.resample_every,
-        margin=config.loss.margin,
-        fixed_margin=config.loss.fixed_margin,
-        seed=config.seed,
-    )
-    steps_per_epoch = sampler.steps_per_epoch(batch_size)
+    objective = objectives.build(config, data.train, model)
+    steps_per_epoch = objective.steps_per_epoch(batch_size)
     total_steps = config.train.num_epochs * steps_per_epoch
     tx = optim.build(config.optimizer, total_steps)
     logging.info(
-        "model %s on %d device(s) %s; %d steps (%d epochs x %d), batch %d anchors x %d rows",
+        "model %s, loss %s on %d device(s) %s; %d steps (%d epochs x %d), batch %d anchors x "
+        "%d rows",
         config.model.name,
+        config.loss.name,
         mesh.size,
         jax.devices()[0].platform,
         total_steps,
         config.train.num_epochs,
         steps_per_epoch,
         batch_size,
-        sampler.rows_per_anchor,
+        objective.rows_per_anchor,
     )
 
     rep = parallel.replicated(mesh)
@@ -124,32 +114,32 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     evaluator = RetrievalEvaluator(
         model,
         data.test.video,
-        data.test.tokens,
+        data.test.text,
         data.test.relevance,
         mesh,
         chunk=config.eval.chunk,
+        text_chunk=config.eval.text_chunk,
         threshold=config.eval.threshold,
         backend=config.eval.backend,
     )
-    input_keys = ("video", *_text_fields(model))
     gather = config.train.gather
+    inputs = {"video": data.train.video, **{f: data.train.text[f] for f in model.text_fields}}
+    source = _BatchSource(objective, inputs, batch_size, steps_per_epoch, gather)
     if gather == "device":
-        tables = {"video": jax.device_put(np.asarray(data.train.video), rep)}
-        tables.update({k: jax.device_put(data.train.tokens[k], rep) for k in input_keys[1:]})
-        batch_keys = ("rows", "margin")
+        tables = {k: jax.device_put(np.asarray(v), rep) for k, v in inputs.items()}
     elif gather == "host":
-        tables, batch_keys = {}, (*input_keys, "margin")
+        tables = {}
     else:
         raise InputError(f"unknown config.train.gather {gather!r}: use 'device' or 'host'")
-    batch_sharding = {k: parallel.batch_sharded(mesh) for k in batch_keys}
+    batch_sharding = {k: parallel.batch_sharded(mesh) for k in source.keys()}
     train_step = jax.jit(
-        functools.partial(_train_step, model=model, tx=tx, config=config, levels=model.levels),
+        functools.partial(_train_step, model=model, tx=tx, objective=objective, seed=config.seed),
         in_shardings=(state_sharding, jax.tree.map(lambda _: rep, tables), batch_sharding),
         out_shardings=(state_sharding, rep),
         donate_argnums=0,
     )
-    source = _BatchSource(data.train, sampler, batch_size, steps_per_epoch, input_keys, gather)
     eval_every = config.eval.every_epochs * steps_per_epoch
+    export = workdir if lead and config.eval.export_similarity else None
     log_every = config.train.log_every_steps
     pending: list[tuple[int, dict]] = []
     last_saved = start_step if resumed else None
@@ -170,7 +160,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
                     writer.flush()
                     timer.log(step, steps_per_epoch, scalars)
             if step % eval_every == 0 or done:
-                final = _evaluate(evaluator, state, step, writer)
+                final = _evaluate(evaluator, state, step, writer, export=export if done else None)
                 ckpt.save_best(step, state, final)
             if ckpt.should_save(step) or done:
                 ckpt.save(step, state)
@@ -179,7 +169,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
         prefetch.close()
         ckpt.close()
     if final is None:  # resumed a finished run: evaluate its final state again
-        final = _evaluate(evaluator, state, start_step, writer)
+        final = _evaluate(evaluator, state, start_step, writer, export=export)
     final.update(timer.summary())
     writer.close()
     if lead:
@@ -188,27 +178,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     return final
 
 
-def _check_loss_config(loss: ml_collections.ConfigDict) -> None:
-    if loss.distance not in DISTANCES:
-        raise InputError(f"unknown config.loss.distance {loss.distance!r}: use one of {DISTANCES}")
-    unknown = set(loss.pair_weights) - set(PAIR_TYPES)
-    if unknown:
-        raise InputError(
-            f"unknown pair types {sorted(unknown)} in config.loss.pair_weights: use "
-            f"{sorted(PAIR_TYPES)}"
-        )
-
-
-def _text_fields(model) -> tuple[str, ...]:
-    return ("caption",) if model.levels == ("action",) else ("verb", "noun")
-
-
 def _init_state(config, model, tx, data, rep) -> TrainState:
-    fields = _text_fields(model)
     dummy = {"video": np.zeros((1, *data.train.video.shape[1:]), np.float32)}
-    dummy.update({f: np.zeros((1, data.train.tokens[f].shape[1]), np.int32) for f in fields})
-    for f in set(TEXT_FIELDS) - set(fields):
-        dummy[f] = np.zeros((1, 1), np.int32)
+    for f in model.text_fields:
+        dummy[f] = np.zeros((1, *data.train.text[f].shape[1:]), data.train.text[f].dtype)
 
     @functools.partial(jax.jit, out_shardings=rep)
     def init(rng):
@@ -217,6 +190,11 @@ def _init_state(config, model, tx, data, rep) -> TrainState:
 
     state = init(jax.random.key(config.seed))
     if config.data.word_vectors:
+        if "words" not in state.params["params"]:
+            raise InputError(
+                f"model {config.model.name!r} has no word table for config.data.word_vectors: "
+                "unset it"
+            )
         table, found = text.load_word_vectors(
             config.data.word_vectors, data.vocab, config.model.word_dim, seed=config.seed
         )
@@ -234,47 +212,24 @@ def _init_state(config, model, tx, data, rep) -> TrainState:
     return state
 
 
-def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, config, levels):
+def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, objective, seed):
     """One optimisation step; returns the new state and the step's loss terms.
 
-    `tables` holds the device-resident inputs ({} when the host gathers): then `batch` has
-    row indices [B, M] and the inputs are gathered here.
+    `tables` holds the device-resident inputs ({} when the host gathers): then the batch
+    has row indices (`objective.row_keys`) and the inputs are gathered here; else the batch
+    carries the gathered inputs. Either way the model sees them flattened to [rows, ...].
     """
-    loss_cfg = config.loss
-    margin = batch["margin"]  # [B, n_levels, K]
-    b, k = margin.shape[0], margin.shape[-1]
-    rows = 1 + 2 * len(levels) * k
-    rng = jax.random.fold_in(jax.random.key(config.seed), state.step)
-
-    if tables:
-        index = batch["rows"].reshape(-1)
-        flat = {key: jnp.take(table, index, axis=0) for key, table in tables.items()}
-    else:
-        flat = {
-            key: v.reshape(b * rows, *v.shape[2:]) for key, v in batch.items() if key != "margin"
-        }
+    rng = jax.random.fold_in(jax.random.key(seed), state.step)
+    inputs = {}
+    for key, row_key in objective.row_keys.items():
+        rows = batch[row_key]
+        if tables:
+            inputs[key] = jnp.take(tables[key], rows.reshape(-1), axis=0)
+        else:
+            inputs[key] = batch[key].reshape(rows.size, *batch[key].shape[rows.ndim :])
 
     def loss_fn(params):
-        rngs = {"dropout": rng}
-        video = model.apply(params, flat, True, method=model.embed_video, rngs=rngs)
-        txt = model.apply(params, flat, True, method=model.embed_text, rngs=rngs)
-        video = {lv: e.reshape(b, rows, -1) for lv, e in video.items()}
-        txt = {lv: e.reshape(b, rows, -1) for lv, e in txt.items()}
-        terms = triplet_terms(
-            video,
-            txt,
-            margin,
-            levels=levels,
-            level_index={lv: i for i, lv in enumerate(levels)},
-            num_triplets=k,
-            distance_kind=loss_cfg.distance,
-        )
-        total = sum(
-            loss_cfg.level_weights[lv] * loss_cfg.pair_weights[p] * terms[f"{lv}_{p}"]
-            for lv in levels
-            for p in PAIR_TYPES
-        )
-        return total, terms
+        return objective.loss(model, params, inputs, batch, rng)
 
     (loss, terms), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
@@ -286,34 +241,35 @@ def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, conf
 class _BatchSource:
     """This process's share of batch `step`.
 
-    gather="device": row indices [b, M] and margins; the step gathers features and tokens
-    from tables that live on the devices (no per-step host copies). gather="host": the
-    features and tokens themselves, gathered here (for feature stores too large to keep
-    on the devices; memory-mapped files are read in sorted row order).
+    gather="device": the objective's arrays (row indices, margins or relevance); the step
+    gathers features and text inputs from tables that live on the devices (no per-step
+    host copies). gather="host": the inputs themselves are gathered here too, shaped like
+    their row indices (for feature stores too large to keep on the devices;
+    memory-mapped files are read in ascending row order).
     """
 
-    def __init__(self, split, sampler, batch_size, steps_per_epoch, keys, gather):
-        self.split, self.sampler = split, sampler
+    def __init__(self, objective, inputs: dict, batch_size, steps_per_epoch, gather):
+        self.objective, self.inputs = objective, inputs
         self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
-        self.keys, self.gather = keys, gather
+        self.gather = gather
         self.cut = parallel.process_slice(batch_size)
+
+    def keys(self) -> tuple[str, ...]:
+        """The keys of every batch."""
+        keys = self.objective.batch_keys
+        return keys if self.gather == "device" else (*keys, *self.objective.row_keys)
 
     def __call__(self, step: int) -> dict[str, np.ndarray]:
         epoch, index = divmod(step - 1, self.steps_per_epoch)
-        rows, margin = self.sampler.batch(epoch, index, self.batch_size)
-        rows, margin = rows[self.cut], margin[self.cut]
-        if self.gather == "device":
-            return {"rows": rows, "margin": margin}
-        flat = rows.reshape(-1)
-        out = {"margin": margin}
-        for key in self.keys:
-            if key == "video":
-                out[key] = _gather_rows(self.split.video, flat).reshape(
-                    *rows.shape, *self.split.video.shape[1:]
-                )
-            else:
-                out[key] = self.split.tokens[key][flat].reshape(*rows.shape, -1)
-        return out
+        batch = self.objective.host_batch(epoch, index, self.batch_size)
+        batch = {k: v[self.cut] for k, v in batch.items()}
+        if self.gather == "host":
+            for key, row_key in self.objective.row_keys.items():
+                rows = batch[row_key]
+                table = self.inputs[key]
+                flat = _gather_rows(table, rows.reshape(-1)) if key == "video" else table[rows]
+                batch[key] = flat.reshape(*rows.shape, *table.shape[1:])
+        return batch
 
 
 def _gather_rows(video: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -379,8 +335,15 @@ def _drain(pending: list, last_saved: int | None) -> dict[str, float]:
     return {k: float(np.mean([m[k] for _, m in host])) for k in host[0][1]}
 
 
-def _evaluate(evaluator, state, step: int, writer: MetricWriter) -> dict:
-    metrics = evaluator(state.params)
+def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) -> dict:
+    """Test metrics of `state`; with `export` (a workdir) also writes the test similarity
+    and relevance there (`test_similarity.npy`, `test_relevance.npy`, float32
+    [videos, sentences]) for `python -m jaxsvr.evaluate` ensembles."""
+    metrics = evaluator(state.params, with_similarity=export is not None)
+    if export is not None:
+        _write_npy(export / "test_similarity.npy", metrics.pop("similarity"))
+        _write_npy(export / "test_relevance.npy", evaluator.relevance)
+        logging.info("wrote %s and test_relevance.npy", export / "test_similarity.npy")
     scalars = {
         f"test/{k}": v
         for k, v in metrics.items()
@@ -445,6 +408,14 @@ class _Timer:
             "steps_per_sec": steps / span if steps else 0.0,
             "host_wait": self.waited / span if steps else 0.0,
         }
+
+
+def _write_npy(path: Path, array: np.ndarray) -> None:
+    """Writes atomically (a temporary file renamed into place)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, np.asarray(array, np.float32))
+    tmp.replace(path)
 
 
 def _write_json(path: Path, obj: dict) -> None:

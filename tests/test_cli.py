@@ -62,6 +62,27 @@ def test_evaluate_cli_json_and_ensemble(tmp_path):
         assert got[key] == pytest.approx(want[key], abs=1e-12), key
 
 
+def test_evaluate_cli_one_flag_several_files(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "r.npy", rng.choice(np.array([0, 0.5, 1], np.float32), (9, 5)))
+    for i in range(3):
+        np.save(tmp_path / f"s{i}.npy", rng.standard_normal((9, 5)).astype(np.float32))
+    files = [str(tmp_path / f"s{i}.npy") for i in range(3)]
+    common = ["--relevance", str(tmp_path / "r.npy"), "--backend", "numpy"]
+    outputs = []
+    for argv in (
+        ["--similarity", *files, *common],
+        ["--similarity", files[0], "--similarity", *files[1:], *common],
+    ):
+        assert evaluate_cli.main(argv) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] == outputs[1]
+    mean = sum(np.load(f) for f in files) / 3
+    assert outputs[0]["ndcg_avg"] == pytest.approx(
+        evaluate(mean, np.load(tmp_path / "r.npy"))["ndcg_avg"], abs=1e-12
+    )
+
+
 @pytest.mark.parametrize(
     "sim, rel, match",
     [

@@ -79,6 +79,19 @@ def test_eight_fake_devices_follow_the_one_device_loss_curve(reference, tmp_path
     np.testing.assert_allclose([got[s] for s in want], [want[s] for s in want], rtol=0, atol=1e-5)
 
 
+def test_batch_loss_on_eight_fake_devices_follows_one_device(tmp_path):
+    """SMS over heads, relevant-caption pairing: the [B, B] loss of a sharded batch."""
+    arg = "configs/epic_sms.py:sms,runlocal"
+    one = run_main(tmp_path / "one", "--config.train.num_epochs=2", config_arg=arg)
+    assert one.returncode == 0, one.stderr[-3000:]
+    eight = run_main(tmp_path / "eight", "--config.train.num_epochs=2", config_arg=arg, devices=8)
+    assert eight.returncode == 0, eight.stderr[-3000:]
+    assert "on 8 device(s)" in eight.stderr
+    want, got = train_losses(tmp_path / "one"), train_losses(tmp_path / "eight")
+    assert want.keys() == got.keys()
+    np.testing.assert_allclose([got[s] for s in want], [want[s] for s in want], rtol=0, atol=1e-5)
+
+
 def one_line_error(r, code=2):
     assert r.returncode == code, r.stderr[-2000:]
     errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]

@@ -9,7 +9,11 @@ Sources, in the order the first log lines report them:
   "" for synthetic features from the class structure (`jaxsvr.data.synthetic`);
 - text: a vocabulary built from the training captions and their verb/noun words
   (`jaxsvr.data.text`); verb and noun words come from the annotation columns, or from a spaCy
-  parse when `config.data.pos_source = "spacy"`.
+  parse when `config.data.pos_source = "spacy"`. Only the text inputs the model reads
+  (`Model.text_fields`) are built beyond the token ids: role graphs (`jaxsvr.data.roles`,
+  HGR; from the columns or spaCy likewise) and frozen caption features `text_feature`
+  (heads; `{train,test}_text.npy|npz` in the features folder, else synthetic from
+  `jaxsvr.data.synthetic_text`).
 
 Train rows are clips: clip i's video features and its own narration form pair i. Test rows
 are clips (videos) and sentences (texts), with the class relevance between them.
@@ -24,20 +28,22 @@ from pathlib import Path
 import ml_collections
 import numpy as np
 
-from jaxsvr.data import epic100, features, kitchen, synthetic, text
+from jaxsvr.data import epic100, features, kitchen, roles, synthetic, synthetic_text, text
 from jaxsvr.data.epic100 import Clips
 from jaxsvr.errors import InputError
 from jaxsvr.relevance import class_relevance
 from jaxsvr.relevance.class_sets import ClassSets
 
-TEXT_FIELDS = ("caption", "verb", "noun")
+TOKEN_FIELDS = ("caption", "verb", "noun")  # always built
+ROLE_FIELDS = ("token_node", "node_role", "noun_verb")
+FEATURE_FIELD = "text_feature"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class TrainSplit:
     clips: Clips
     video: np.ndarray  # [N, D] or [N, T, D] float32 (possibly memory-mapped)
-    tokens: dict[str, np.ndarray]  # field -> [N, L_field] int32 token ids, 0 = padding
+    text: dict[str, np.ndarray]  # field -> [N, ...]: token ids (0 = padding), roles, features
 
     @property
     def verbs(self) -> np.ndarray:
@@ -47,7 +53,7 @@ class TrainSplit:
 @dataclasses.dataclass(frozen=True, eq=False)
 class TestSplit:
     video: np.ndarray  # [Nv, D] or [Nv, T, D] float32
-    tokens: dict[str, np.ndarray]  # field -> [Nt, L_field] int32, one row per sentence
+    text: dict[str, np.ndarray]  # field -> [Nt, ...], one row per sentence
     relevance: np.ndarray  # [Nv, Nt] float32 class relevance
 
 
@@ -63,9 +69,28 @@ class RetrievalData:
     def video_dim(self) -> int:
         return int(self.train.video.shape[-1])
 
+    @property
+    def dims(self) -> dict[str, int]:
+        """Model sizes the data decides (`jaxsvr.models.build` passes them on)."""
+        out = {}
+        if FEATURE_FIELD in self.train.text:
+            out["text_dim"] = int(self.train.text[FEATURE_FIELD].shape[-1])
+        if "noun_verb" in self.train.text:
+            out["num_nouns"] = int(self.train.text["noun_verb"].shape[-1])
+            out["num_verbs"] = int(self.train.text["node_role"].shape[-1]) - out["num_nouns"]
+        return out
 
-def load(data: ml_collections.ConfigDict) -> RetrievalData:
-    """Reads or generates both splits as `config.data` says, logging what it uses."""
+
+def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS) -> RetrievalData:
+    """Reads or generates both splits as `config.data` says, logging what it uses.
+
+    Args:
+      data: `config.data`.
+      fields: the text inputs the model reads; token ids are always built.
+    """
+    unknown = set(fields) - {*TOKEN_FIELDS, *ROLE_FIELDS, FEATURE_FIELD}
+    if unknown:
+        raise ValueError(f"unknown text fields {sorted(unknown)}")
     train_clips, test_clips, test_sents, num_verbs, num_nouns = _annotations(data)
     train_words = _pos_words(train_clips.narration, train_clips.verb, train_clips.nouns, data)
     sent_rows = _sentence_rows(test_clips, test_sents.narration_id)
@@ -92,14 +117,24 @@ def load(data: ml_collections.ConfigDict) -> RetrievalData:
         test_sents.verb_classes,
         test_sents.noun_classes,
     )
-    train = TrainSplit(
-        train_clips,
-        train_video,
-        {f: text.encode(train_words[f], vocab, lengths[f]) for f in TEXT_FIELDS},
-    )
-    test = TestSplit(
-        test_video, {f: text.encode(test_words[f], vocab, lengths[f]) for f in TEXT_FIELDS}, rel
-    )
+    train_text = {f: text.encode(train_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
+    test_text = {f: text.encode(test_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
+    if set(ROLE_FIELDS) & set(fields):
+        train_text.update(_roles(train_clips.narration, train_clips.verb, train_clips.nouns, data))
+        test_text.update(
+            _roles(
+                test_sents.narration,
+                [test_clips.verb[r] for r in sent_rows],
+                [test_clips.nouns[r] for r in sent_rows],
+                data,
+            )
+        )
+    if FEATURE_FIELD in fields:
+        train_text[FEATURE_FIELD], test_text[FEATURE_FIELD] = _caption_features(
+            data, train_clips, test_clips, test_sents, sent_rows, num_verbs, num_nouns
+        )
+    train = TrainSplit(train_clips, train_video, train_text)
+    test = TestSplit(test_video, test_text, rel)
     logging.info(
         "data: train %d clips; test %d clips x %d sentences (relevance mean %.4f); "
         "video features %s",
@@ -172,6 +207,57 @@ def _pos_words(captions, verbs, nouns, data) -> dict[str, list[list[str]]]:
             f"unknown config.data.pos_source {data.pos_source!r}: use 'columns' or 'spacy'"
         )
     return {"caption": caption, "verb": verb, "noun": noun}
+
+
+def _roles(captions, verbs, nouns, data) -> dict[str, np.ndarray]:
+    """Role graphs of captions (HGR) from the verb/noun columns or a spaCy parse."""
+    sizes = dict(
+        max_len=data.max_caption_len, num_verbs=data.num_verb_nodes, num_nouns=data.num_noun_nodes
+    )
+    if data.pos_source == "spacy":
+        return roles.from_spacy(list(captions), pipeline=data.spacy_pipeline, **sizes)
+    return roles.from_columns(list(captions), list(verbs), list(nouns), **sizes)
+
+
+def _caption_features(data, train, test, sents, sent_rows, num_verbs: int, num_nouns: int):
+    """Frozen caption features: train clips [N, Dt] and test sentences [Nt, Dt]."""
+    if data.features:
+        folder = Path(data.features)
+        logging.info("text features: real caption features from %s", folder)
+        load = dict(allow_pickle=data.allow_pickle)
+        return (
+            features.find_split_features(folder, "train_text", rows=len(train), **load),
+            features.find_split_features(folder, "test_text", rows=len(sents), **load),
+        )
+    spec = synthetic_text.TextSpec(**data.synthetic_text.to_dict())
+    logging.info(
+        "text features: synthetic frozen caption features (%d-d, seed %d; "
+        "jaxsvr.data.synthetic_text)",
+        spec.dim,
+        data.feature_seed,
+    )
+    make = dict(seed=data.feature_seed, spec=spec)
+    test_main = synthetic.main_nouns(test)[sent_rows]
+    return (
+        synthetic_text.caption_features(
+            train.narration,
+            train.verb_classes,
+            train.noun_classes,
+            synthetic.main_nouns(train),
+            num_verbs,
+            num_nouns,
+            **make,
+        ),
+        synthetic_text.caption_features(
+            sents.narration,
+            sents.verb_classes,
+            sents.noun_classes,
+            test_main,
+            num_verbs,
+            num_nouns,
+            **make,
+        ),
+    )
 
 
 def _features(data, train: Clips, test: Clips, num_verbs: int, num_nouns: int):

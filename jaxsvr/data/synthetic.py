@@ -159,7 +159,7 @@ def prototypes(
     """
     verb, verb_partner = _class_table("verb", num_verbs, seed, spec)
     noun, noun_partner = _class_table("noun", num_nouns, seed, spec)
-    rng = np.random.default_rng(_key(seed, "nuisance", spec.nuisance_rank, spec.block_dim))
+    rng = np.random.default_rng(stable_key(seed, "nuisance", spec.nuisance_rank, spec.block_dim))
     basis = rng.standard_normal((spec.nuisance_rank, spec.dim), dtype=np.float32)
     basis *= np.float32(1.0 / np.sqrt(spec.nuisance_rank))
     return Prototypes(verb, noun, verb_partner, noun_partner, basis)
@@ -167,7 +167,7 @@ def prototypes(
 
 def _class_table(part: str, n: int, seed: int, spec: SyntheticSpec):
     rng = np.random.default_rng(
-        _key(seed, part, n, spec.block_dim, spec.confusable_prob, spec.confusable_cos)
+        stable_key(seed, part, n, spec.block_dim, spec.confusable_prob, spec.confusable_cos)
     )
     d = spec.block_dim
     table = rng.standard_normal((n, len(BLOCKS), d))
@@ -228,7 +228,7 @@ def hidden_nouns(
       [n] bool; only clips with at least one noun class can be hidden.
     """
     u = np.array(
-        [_key(seed, split, "hide", nid) >> 75 for nid in clips.narration_id], np.float64
+        [stable_key(seed, split, "hide", nid) >> 75 for nid in clips.narration_id], np.float64
     ) * (2.0**-53)
     return (u < spec.hide_noun) & (clips.noun_classes.sizes > 0)
 
@@ -281,12 +281,12 @@ def clip_features(
     video_idx = video_idx.reshape(-1)
     nuisance = np.empty((len(videos), dim), np.float32)
     for v, vid in enumerate(videos):
-        z = np.random.default_rng(_key(seed, split, "video", vid)).standard_normal(
+        z = np.random.default_rng(stable_key(seed, split, "video", vid)).standard_normal(
             spec.nuisance_rank, dtype=np.float32
         )
         nuisance[v] = z @ protos.nuisance_basis
     nuisance *= np.float32(spec.video_nuisance)
-    row_keys = [_key(seed, split, "clip", nid) for nid in clips.narration_id]
+    row_keys = [stable_key(seed, split, "clip", nid) for nid in clips.narration_id]
 
     out = np.empty((n, s, dim) if segments else (n, dim), np.float32)
     noise_std = np.float32(spec.noise * np.sqrt(s))
@@ -382,7 +382,7 @@ def _gather_sum(table, indptr, cls, w, lo: int, hi: int) -> np.ndarray:
     return out
 
 
-def _key(*parts) -> int:
+def stable_key(*parts) -> int:
     """A stable 128-bit integer from `parts` (BLAKE2b; Python's `hash` is salted per run)."""
     text = "\x1f".join(str(p) for p in parts).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=16).digest(), "little")

@@ -33,8 +33,10 @@ import functools
 
 import numpy as np
 
+from jaxsvr.data import batches
 from jaxsvr.errors import InputError
 from jaxsvr.relevance.class_sets import ClassSets
+from jaxsvr.relevance.levels import LevelRelevance
 
 LEVELS = ("verb", "noun", "action")
 MARGINS = ("fixed", "relevance")
@@ -107,7 +109,7 @@ class TripletSampler:
         self.margin_kind = margin
         self.fixed_margin = float(fixed_margin)
         self.seed = seed
-        self.noun_bits = _bitsets(nouns, num_nouns)  # [N, words] uint64
+        self.relevance = LevelRelevance(ClassSets.from_labels(self.verbs), nouns)
         _, self.action = np.unique(
             self.verbs * (num_nouns + 1) + (np.asarray(main_noun) + 1), return_inverse=True
         )
@@ -120,13 +122,7 @@ class TripletSampler:
         return row_layout(len(self.levels), self.k)
 
     def steps_per_epoch(self, batch_size: int) -> int:
-        steps = self.n // batch_size
-        if steps == 0:
-            raise InputError(
-                f"batch size {batch_size} exceeds the {self.n} training clips: lower "
-                "config.train.batch_size"
-            )
-        return steps
+        return batches.steps_per_epoch(self.n, batch_size)
 
     @functools.lru_cache(maxsize=2)  # noqa: B019 (the sampler lives as long as the run)
     def triplets(self, block: int) -> Triplets:
@@ -148,18 +144,12 @@ class TripletSampler:
         return Triplets(positive, negative, margin)
 
     def relevance_margin(self, level: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """The relevance margin between clips a and b (arrays of row indices)."""
-        iou_verb = (self.verbs[a] == self.verbs[b]).astype(np.float32)
-        if level == "verb":
-            return 0.5 * (1.0 - iou_verb)
-        iou_noun = _bit_iou(self.noun_bits[a], self.noun_bits[b])
-        if level == "noun":
-            return 0.5 * (1.0 - iou_noun)
-        return 1.0 - (0.5 * iou_verb + 0.5 * iou_noun)
+        """The relevance margin 1 - R_level(a, b) between clips a and b (row indices)."""
+        return 1.0 - self.relevance.pairs(level, a, b)
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         """[N] the anchors of epoch `epoch` in visiting order."""
-        return np.random.default_rng([self.seed, epoch, 0x0DE5]).permutation(self.n)
+        return batches.epoch_order(self.seed, epoch, self.n)
 
     def batch(self, epoch: int, step: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows [B, M] int32 and margins [B, n_levels, K] float32 of one batch."""
@@ -190,7 +180,8 @@ class TripletSampler:
             return self.verbs[c] != self.verbs[a]
         if level == "action":
             return self.action[c] != self.action[a]
-        return np.any(self.noun_bits[c] & ~self.noun_bits[a], axis=-1)
+        bits = self.relevance.noun_bits
+        return np.any(bits[c] & ~bits[a], axis=-1)
 
     def _negatives(self, level: str, anchors: np.ndarray, rng) -> np.ndarray:
         neg = rng.integers(0, self.n, anchors.shape)
@@ -228,19 +219,3 @@ def _draw(index, label: np.ndarray, rng) -> np.ndarray:
     starts, counts, members = index
     offset = (rng.random(label.shape) * counts[label]).astype(np.int64)
     return members[starts[label] + offset]
-
-
-def _bitsets(sets: ClassSets, num_classes: int) -> np.ndarray:
-    words = max(1, -(-num_classes // 64))
-    bits = np.zeros((len(sets), words), np.uint64)
-    rows, idx = sets.rows, sets.indices.astype(np.int64)
-    np.bitwise_or.at(
-        bits, (rows, idx // 64), np.left_shift(np.uint64(1), (idx % 64).astype(np.uint64))
-    )
-    return bits
-
-
-def _bit_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    inter = np.bitwise_count(a & b).sum(-1)
-    union = np.bitwise_count(a | b).sum(-1)
-    return np.where(union > 0, inter / np.maximum(union, 1), 0.0).astype(np.float32)

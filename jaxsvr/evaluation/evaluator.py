@@ -2,8 +2,13 @@
 
 Videos and sentences are embedded separately in fixed-size chunks (one compiled program
 per modality; the last chunk is padded), with parameters replicated and chunks split over
-the mesh. The similarity of video i and sentence j is the dot product of their `action`
-embeddings; `jaxsvr.evaluation.evaluate` ranks it against the class relevance.
+the mesh. Embeddings are pytrees ({name: [n, ...]}), gathered to the host.
+
+Scores: for dot-product models (`Model.dot_product`) the similarity of video i and
+sentence j is the dot product of their `action` embeddings, one matrix product on the
+host. Other models (HGR) score blocks of `chunk` videos x `text_chunk` sentences with
+their jitted `similarity`, videos split over the mesh. `jaxsvr.evaluation.evaluate` ranks
+the [Nv, Nt] matrix against the class relevance.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ from jaxsvr.evaluation.metrics import evaluate
 
 class RetrievalEvaluator:
     """Args:
-    model: a `jaxsvr.models` module with embed_video / embed_text.
-    video: [Nv, ...] test video features; tokens: field -> [Nt, L] sentence token ids.
+    model: a `jaxsvr.models` module (embed_video / embed_text / similarity).
+    video: [Nv, ...] test video features; text: field -> [Nt, ...] sentence text inputs
+      (the fields the model reads are used).
     relevance: [Nv, Nt] class relevance.
     mesh: the device mesh; chunk: rows per embedding call (a multiple of the devices).
+    text_chunk: sentences per similarity block (non-dot-product models).
     threshold, backend: as in `evaluate`.
     """
 
@@ -33,45 +40,59 @@ class RetrievalEvaluator:
         self,
         model: nn.Module,
         video: np.ndarray,
-        tokens: dict[str, np.ndarray],
+        text: dict[str, np.ndarray],
         relevance: np.ndarray,
         mesh: jax.sharding.Mesh,
         *,
         chunk: int = 1024,
+        text_chunk: int = 512,
         threshold: float = 1.0,
         backend: str = "auto",
     ):
         devices = mesh.shape["data"]
         self.chunk = max(devices, chunk // devices * devices)
-        self.video, self.tokens, self.relevance = video, tokens, relevance
-        self.mesh = mesh
+        self.text_chunk = max(1, text_chunk)
+        self.video, self.relevance = video, relevance
+        self.text = {f: text[f] for f in model.text_fields}
+        self.mesh, self.dot = mesh, model.dot_product
         self.threshold, self.backend = threshold, backend
         shard = parallel.batch_sharded(mesh)
         rep = parallel.replicated(mesh)
 
         def embed(method):
             def f(params, batch):
-                return model.apply(params, batch, method=method)["action"]
+                out = model.apply(params, batch, method=method)
+                return out["action"] if self.dot else out
 
             return jax.jit(f, in_shardings=(rep, shard), out_shardings=shard)
 
         self._embed_video = embed(model.embed_video)
         self._embed_text = embed(model.embed_text)
+        self._block = jax.jit(
+            lambda params, v, t: model.apply(params, v, t, method=model.similarity)["action"],
+            in_shardings=(rep, shard, rep),
+            out_shardings=shard,
+        )
 
     def similarity(self, params: Any) -> np.ndarray:
         """[Nv, Nt] float32 test similarity."""
         v = self._embed(self._embed_video, params, {"video": self.video})
-        t = self._embed(self._embed_text, params, self.tokens)
-        return v @ t.T
+        t = self._embed(self._embed_text, params, self.text)
+        if self.dot:
+            return v @ t.T
+        return self._blocks(params, v, t)
 
-    def __call__(self, params: Any) -> dict[str, Any]:
+    def __call__(self, params: Any, *, with_similarity: bool = False) -> dict[str, Any]:
+        """The test metrics (and the similarity matrix under "similarity" if asked)."""
         start = time.perf_counter()
         sim = self.similarity(params)
         metrics = evaluate(sim, self.relevance, threshold=self.threshold, backend=self.backend)
         metrics["eval_seconds"] = time.perf_counter() - start
+        if with_similarity:
+            metrics["similarity"] = sim
         return metrics
 
-    def _embed(self, fn, params, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    def _embed(self, fn, params, arrays: dict[str, np.ndarray]):
         n = len(next(iter(arrays.values())))
         out = []
         for start in range(0, n, self.chunk):
@@ -80,8 +101,34 @@ class RetrievalEvaluator:
                 for k, v in arrays.items()
             }
             emb = fn(params, parallel.global_batch(_local(part), self.mesh))
-            out.append(np.asarray(multihost_utils.process_allgather(emb, tiled=True)))
-        return np.concatenate(out)[:n].astype(np.float32)
+            out.append(jax.tree.map(_to_host, emb))
+        return jax.tree.map(lambda *parts: np.concatenate(parts)[:n], *out)
+
+    def _blocks(self, params, video, text) -> np.ndarray:
+        nv = len(jax.tree.leaves(video)[0])
+        nt = len(jax.tree.leaves(text)[0])
+        out = np.empty((nv, nt), np.float32)
+        for t0 in range(0, nt, self.text_chunk):
+            t_part = _slice_pad(text, t0, self.text_chunk)
+            t_rep = jax.device_put(t_part, parallel.replicated(self.mesh))
+            for v0 in range(0, nv, self.chunk):
+                v_part = _slice_pad(video, v0, self.chunk)
+                v_dev = parallel.global_batch(_local(v_part), self.mesh)
+                block = _to_host(self._block(params, v_dev, t_rep))
+                rows, cols = min(self.chunk, nv - v0), min(self.text_chunk, nt - t0)
+                out[v0 : v0 + rows, t0 : t0 + cols] = block[:rows, :cols]
+        return out
+
+
+def _to_host(x: jax.Array) -> np.ndarray:
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True)).astype(
+        np.float32 if np.issubdtype(x.dtype, np.floating) else x.dtype
+    )
+
+
+def _slice_pad(tree, start: int, size: int):
+    """Rows start .. start + size of every array, zero-padded to `size` rows."""
+    return jax.tree.map(lambda x: _pad(x[start : start + size], size), tree)
 
 
 def _pad(x: np.ndarray, size: int) -> np.ndarray:
@@ -91,6 +138,6 @@ def _pad(x: np.ndarray, size: int) -> np.ndarray:
     return np.concatenate([x, pad])
 
 
-def _local(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    cut = parallel.process_slice(len(next(iter(batch.values()))))
-    return {k: v[cut] for k, v in batch.items()}
+def _local(batch: dict) -> dict:
+    cut = parallel.process_slice(len(jax.tree.leaves(batch)[0]))
+    return jax.tree.map(lambda v: v[cut], batch)

@@ -12,11 +12,15 @@ Embeddings come in the sampler's row layout ([B, M, d] per modality, see
 negatives. A level has four pair types, anchor modality -> positive/negative modality:
 text-video `tv`, video-text `vt`, text-text `tt`, video-video `vv` (JPoSE weights 2, 1, 1, 1).
 Each term is the mean over the B * K triplets, so terms are comparable across batch sizes.
+Models whose score is not a dot product of unit vectors (HGR) pass their `pair_similarity`
+as `pair_score`: d is then 2 - 2 s (or 1 - s) of the score s, and only the cross-modal pair
+types exist.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -52,30 +56,43 @@ def triplet_loss(
     return jax.nn.relu(margin + distance(anchor, positive, kind) - distance(anchor, negative, kind))
 
 
-# vmapped over K triplets of one anchor, then over the B anchors
-_per_anchor = jax.vmap(triplet_loss, in_axes=(None, 0, 0, 0, None))
-_batched = jax.vmap(_per_anchor, in_axes=(0, 0, 0, 0, None))
+def distance_from_score(score: jnp.ndarray, kind: str = "squared_euclidean") -> jnp.ndarray:
+    """The distance of a pair from its score: for unit vectors the score is the cosine, and
+    |a - b|^2 = 2 - 2 cos (squared Euclidean) or 1 - cos (cosine distance)."""
+    if kind == "squared_euclidean":
+        return 2.0 - 2.0 * score
+    if kind == "cosine":
+        return 1.0 - score
+    raise ValueError(f"unknown distance {kind!r}: use one of {DISTANCES}")
 
 
 def triplet_terms(
-    video: Mapping[str, jnp.ndarray],
-    text: Mapping[str, jnp.ndarray],
+    video: Mapping[str, Any],
+    text: Mapping[str, Any],
     margin: jnp.ndarray,
     *,
     levels: tuple[str, ...],
     level_index: Mapping[str, int],
     num_triplets: int,
     distance_kind: str = "squared_euclidean",
+    pair_types: tuple[str, ...] = tuple(PAIR_TYPES),
+    pair_score: Callable[[Any, Any], Mapping[str, jnp.ndarray]] | None = None,
 ) -> dict[str, jnp.ndarray]:
     """Mean triplet loss per (level, pair type).
 
     Args:
-      video, text: {level: [B, M, d]} embeddings of the batch rows in the sampler layout.
+      video, text: the embeddings of the batch rows in the sampler layout, every array
+        [B, M, ...]: {level: [B, M, d]} unit vectors for dot-product models, or whatever a
+        model's `pair_score` reads.
       margin: [B, n_levels, K] margins, levels in the sampler's order.
       levels: the model's levels to train (a subset of the sampler's).
       level_index: level -> its position in the sampler layout.
       num_triplets: K, triplets per anchor and level.
       distance_kind: "squared_euclidean" or "cosine".
+      pair_types: the pair types to compute (keys of PAIR_TYPES).
+      pair_score: None for unit-vector embeddings (score = dot product, any pair type);
+        else a function (video_emb, text_emb) -> {level: [n]} scoring aligned rows, for
+        models whose score is not a dot product (cross-modal pair types only).
 
     Returns:
       {"{level}_{pair}": scalar}, e.g. "action_tv".
@@ -87,9 +104,29 @@ def triplet_terms(
         slot = level_index[level]
         pos = slice(1 + 2 * k * slot, 1 + 2 * k * slot + k)
         neg = slice(1 + 2 * k * slot + k, 1 + 2 * k * (slot + 1))
-        for pair, (a_mod, x_mod) in PAIR_TYPES.items():
-            a = emb[a_mod][level][:, 0]
-            x = emb[x_mod][level]
-            losses = _batched(a, x[:, pos], x[:, neg], margin[:, slot], distance_kind)
-            terms[f"{level}_{pair}"] = jnp.mean(losses)
+        for pair in pair_types:
+            a_mod, x_mod = PAIR_TYPES[pair]
+            s_pos = _scores(emb, a_mod, x_mod, level, pos, pair_score)  # [B, K]
+            s_neg = _scores(emb, a_mod, x_mod, level, neg, pair_score)
+            d_pos = distance_from_score(s_pos, distance_kind)
+            d_neg = distance_from_score(s_neg, distance_kind)
+            terms[f"{level}_{pair}"] = jnp.mean(jax.nn.relu(margin[:, slot] + d_pos - d_neg))
     return terms
+
+
+def _scores(emb, a_mod: str, x_mod: str, level: str, cols: slice, pair_score) -> jnp.ndarray:
+    """[B, K] scores of each anchor (row 0, modality a_mod) with rows `cols` (x_mod)."""
+    anchor = jax.tree.map(lambda e: e[:, 0], emb[a_mod])
+    others = jax.tree.map(lambda e: e[:, cols], emb[x_mod])
+    if pair_score is None:
+        return jnp.einsum("bd,bkd->bk", anchor[level], others[level])
+    if a_mod == x_mod:
+        raise ValueError("a pair_score model scores video-text pairs only")
+    b, k = jax.tree.leaves(others)[0].shape[:2]
+    anchor = jax.tree.map(
+        lambda e: jnp.broadcast_to(e[:, None], (b, k, *e.shape[1:])).reshape(b * k, *e.shape[1:]),
+        anchor,
+    )
+    others = jax.tree.map(lambda e: e.reshape(b * k, *e.shape[2:]), others)
+    video, text = (anchor, others) if a_mod == "video" else (others, anchor)
+    return pair_score(video, text)[level].reshape(b, k)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from jaxsvr.models import dot_pair_similarity, dot_similarity
 from jaxsvr.models.mme import BagOfWords, GatedEmbedding, clip_feature, l2_normalize
 
 
@@ -24,6 +25,8 @@ class Model(nn.Module):
     word_dim: int = 100
 
     levels = ("verb", "noun", "action")
+    text_fields = ("verb", "noun")
+    dot_product = True
 
     def setup(self):
         self.words = BagOfWords(self.vocab_size, self.word_dim, name="words")
@@ -40,6 +43,12 @@ class Model(nn.Module):
         verb = self.text_verb(self.words(batch["verb"]))
         noun = self.text_noun(self.words(batch["noun"]))
         return _with_action(verb, noun)
+
+    def similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
+        return dot_similarity(video, text, self.levels)
+
+    def pair_similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
+        return dot_pair_similarity(video, text, self.levels)
 
     def __call__(self, batch: dict, train: bool = False) -> tuple[dict, dict]:
         return self.embed_video(batch, train), self.embed_text(batch, train)

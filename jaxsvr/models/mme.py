@@ -13,6 +13,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxsvr.models import dot_pair_similarity, dot_similarity
+
 EPS = 1e-8
 
 
@@ -68,6 +70,8 @@ class Model(nn.Module):
     word_dim: int = 100
 
     levels = ("action",)
+    text_fields = ("caption",)
+    dot_product = True
 
     def setup(self):
         self.words = BagOfWords(self.vocab_size, self.word_dim, name="words")
@@ -79,6 +83,12 @@ class Model(nn.Module):
 
     def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
         return {"action": self.text_head(self.words(batch["caption"]))}
+
+    def similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
+        return dot_similarity(video, text, self.levels)
+
+    def pair_similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
+        return dot_pair_similarity(video, text, self.levels)
 
     def __call__(self, batch: dict, train: bool = False) -> tuple[dict, dict]:
         return self.embed_video(batch, train), self.embed_text(batch, train)

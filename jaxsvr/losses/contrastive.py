@@ -1,0 +1,65 @@
+"""Softmax and log-sum-exp batch losses over a similarity matrix.
+
+Same inputs as `jaxsvr.losses.mining`: `sim` [B, B] (matching pairs on the diagonal) and,
+where used, `rel` [B, B] = R(video_i, text_j); each loss sums its video-to-text (rows)
+and text-to-video (columns) parts.
+
+- `info_nce`: symmetric InfoNCE / NormSoftmax (Oord et al. 2018; the `NormSoftmaxLoss` of
+  the EgoVLP and RAN code): -mean_i log softmax_j(s_ij / T)[i] per direction.
+- `multi_similarity`: the Multi-Similarity loss (Wang et al., CVPR 2019) across modalities:
+  for anchor i, positives P = {j : rel[i, j] >= tau} plus the paired item i, negatives the
+  rest. Pair mining as in the paper: a negative is kept if s_ij + eps > min_P s, a
+  positive if s_ij - eps < max_N s; an anchor with no mined positive or negative is
+  skipped. Per anchor
+    1/alpha log(1 + sum_P' exp(-alpha (s - lam))) + 1/beta log(1 + sum_N' exp(beta (s - lam))),
+  summed over anchors and divided by B.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def info_nce(sim: jnp.ndarray, *, temperature: float = 0.05) -> jnp.ndarray:
+    """Symmetric InfoNCE: cross-entropy of the matching pair in each row and column."""
+
+    def one_way(s):
+        return -jnp.mean(jnp.diagonal(jax.nn.log_softmax(s / temperature, axis=1)))
+
+    return one_way(sim) + one_way(sim.T)
+
+
+def multi_similarity(
+    sim: jnp.ndarray,
+    rel: jnp.ndarray,
+    *,
+    tau: float = 1.0,
+    alpha: float = 2.0,
+    beta: float = 50.0,
+    lam: float = 0.5,
+    eps: float = 0.1,
+) -> jnp.ndarray:
+    """Multi-Similarity loss with relevance-defined positives (rel >= tau), both directions."""
+
+    def one_way(s, r):
+        positive = (r >= tau) | jnp.eye(s.shape[0], dtype=bool)
+        negative = ~positive
+        min_pos = jnp.min(jnp.where(positive, s, jnp.inf), axis=1, keepdims=True)
+        max_neg = jnp.max(jnp.where(negative, s, -jnp.inf), axis=1, keepdims=True)
+        pos_kept = positive & (s - eps < max_neg)
+        neg_kept = negative & (s + eps > min_pos)
+        used = jnp.any(pos_kept, axis=1) & jnp.any(neg_kept, axis=1)
+        pos_term = _log1p_sum_exp(-alpha * (s - lam), pos_kept) / alpha
+        neg_term = _log1p_sum_exp(beta * (s - lam), neg_kept) / beta
+        return jnp.sum(jnp.where(used, pos_term + neg_term, 0.0)) / s.shape[0]
+
+    return one_way(sim, rel) + one_way(sim.T, rel.T)
+
+
+def _log1p_sum_exp(x: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
+    """log(1 + sum_j exp(x_ij) over mask), per row, without overflow or NaN gradients."""
+    x = jnp.where(mask, x, 0.0)  # keeps exp() of the masked entries finite
+    top = jax.lax.stop_gradient(jnp.maximum(jnp.max(jnp.where(mask, x, 0.0), axis=1), 0.0))
+    total = jnp.sum(jnp.where(mask, jnp.exp(x - top[:, None]), 0.0), axis=1)
+    return top + jnp.log(jnp.exp(-top) + total)

@@ -1,0 +1,201 @@
+"""What a train step optimises: host-side batches and the loss over a model's scores.
+
+`config.loss.name` picks the objective, so every loss works with every model:
+- `triplet` (`TripletObjective`): offline triplets (`jaxsvr.data.triplets`, JPoSE/MME),
+  fixed or relevance margins, four pair types per level (`jaxsvr.losses.triplet`). Models
+  whose score is not a dot product (HGR) get the two cross-modal pair types only.
+- a batch loss of `jaxsvr.losses.BATCH_LOSSES` (`BatchObjective`): B (video, caption)
+  pairs per batch (`jaxsvr.data.batches`), the model's [B, B] score matrix per level, and
+  the loss with its keywords from `config.loss.<name>` (and the relevance matrix of that
+  level when the loss takes one).
+
+Each level the model has and `config.loss.level_weights` weighs above zero gets a term;
+the total is the weighted sum. An objective hands the trainer:
+- `steps_per_epoch(batch_size)` and `rows_per_anchor` (for the log);
+- `host_batch(epoch, step, batch_size)`: numpy arrays (keys `batch_keys`) with the batch
+  on the first axis, a pure function of (seed, epoch, step);
+- `row_keys`: for each model input (`video` and the model's text fields) the batch key
+  holding its row indices into the training split; the trainer gathers those rows;
+- `loss(model, params, inputs, batch, rng) -> (total, {term: scalar})`, traced inside the
+  jitted train step; `inputs` are the gathered rows, flattened to [rows, ...].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+
+from jaxsvr import losses
+from jaxsvr.data import triplets
+from jaxsvr.data.batches import PairSampler
+from jaxsvr.errors import InputError
+from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, triplet_terms
+from jaxsvr.relevance.class_sets import ClassSets
+from jaxsvr.relevance.levels import LevelRelevance
+
+NAMES = ("triplet", *losses.BATCH_LOSSES)
+
+
+def build(
+    config: ml_collections.ConfigDict, train_split, model
+) -> TripletObjective | BatchObjective:
+    """The objective `config.loss.name` names, for `model` on the training split."""
+    check_name(config)
+    if config.loss.name == "triplet":
+        return TripletObjective(config, train_split, model)
+    return BatchObjective(config, train_split, model)
+
+
+def check_name(config: ml_collections.ConfigDict) -> None:
+    """Fails on an unknown loss name (the trainer calls it before loading data)."""
+    if config.loss.name not in NAMES:
+        raise InputError(f"unknown config.loss.name {config.loss.name!r}: use one of {NAMES}")
+
+
+def _weighted_levels(config, model, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """The model's levels with a positive weight; an error for one the objective lacks."""
+    weights = config.loss.level_weights
+    missing = [lv for lv in model.levels if lv not in weights]
+    if missing:
+        raise InputError(f"config.loss.level_weights has no weight for level {missing[0]!r}")
+    levels = tuple(lv for lv in model.levels if weights[lv] > 0)
+    if not levels:
+        raise InputError(
+            f"every level of model {config.model.name!r} {model.levels} has weight 0 in "
+            "config.loss.level_weights: give one a positive weight"
+        )
+    bad = [lv for lv in levels if lv not in allowed]
+    if bad:
+        raise InputError(
+            f"level {bad[0]!r} cannot be trained with loss {config.loss.name!r}: set "
+            f"config.loss.level_weights.{bad[0]}=0"
+        )
+    return levels
+
+
+def _embed(model, params, inputs: dict, rng) -> tuple[Any, Any]:
+    rngs = {"dropout": rng}
+    video = model.apply(params, inputs, True, method=model.embed_video, rngs=rngs)
+    text = model.apply(params, inputs, True, method=model.embed_text, rngs=rngs)
+    return video, text
+
+
+class TripletObjective:
+    """Offline triplets with fixed or relevance margins (JPoSE / MME)."""
+
+    batch_keys = ("rows", "margin")  # [B, M] row indices, [B, n_levels, K] margins
+
+    def __init__(self, config, train_split, model):
+        lo = config.loss
+        if lo.distance not in DISTANCES:
+            raise InputError(
+                f"unknown config.loss.distance {lo.distance!r}: use one of {DISTANCES}"
+            )
+        unknown = set(lo.pair_weights) - set(PAIR_TYPES)
+        if unknown:
+            raise InputError(
+                f"unknown pair types {sorted(unknown)} in config.loss.pair_weights: use "
+                f"{sorted(PAIR_TYPES)}"
+            )
+        self.levels = _weighted_levels(config, model, triplets.LEVELS)
+        self.pair_types = tuple(p for p in PAIR_TYPES if lo.pair_weights[p] > 0)
+        if not model.dot_product:
+            within = [p for p in self.pair_types if PAIR_TYPES[p][0] == PAIR_TYPES[p][1]]
+            if within:
+                raise InputError(
+                    f"model {config.model.name!r} scores only video-text pairs: set "
+                    f"config.loss.pair_weights.{within[0]}=0 for the triplet loss"
+                )
+        self.sampler = triplets.TripletSampler(
+            train_split.verbs,
+            train_split.clips.noun_classes,
+            train_split.clips.noun_class,
+            levels=self.levels,
+            num_triplets=config.sampler.num_triplets,
+            resample_every=config.sampler.resample_every,
+            margin=lo.margin,
+            fixed_margin=lo.fixed_margin,
+            seed=config.seed,
+        )
+        self.row_keys = {"video": "rows", **{f: "rows" for f in model.text_fields}}
+        self.weights = {
+            f"{lv}_{p}": lo.level_weights[lv] * lo.pair_weights[p]
+            for lv in self.levels
+            for p in self.pair_types
+        }
+        self.distance = lo.distance
+
+    @property
+    def rows_per_anchor(self) -> int:
+        return self.sampler.rows_per_anchor
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return self.sampler.steps_per_epoch(batch_size)
+
+    def host_batch(self, epoch: int, step: int, batch_size: int) -> dict[str, np.ndarray]:
+        rows, margin = self.sampler.batch(epoch, step, batch_size)
+        return {"rows": rows, "margin": margin}
+
+    def loss(self, model, params, inputs: dict, batch: dict, rng):
+        b, m = batch["rows"].shape
+        video, text = _embed(model, params, inputs, rng)
+        video, text = jax.tree.map(lambda e: e.reshape(b, m, *e.shape[1:]), (video, text))
+
+        def pair_score(v, t):
+            return model.apply(params, v, t, method=model.pair_similarity)
+
+        terms = triplet_terms(
+            video,
+            text,
+            batch["margin"],
+            levels=self.levels,
+            level_index={lv: i for i, lv in enumerate(self.levels)},
+            num_triplets=self.sampler.k,
+            distance_kind=self.distance,
+            pair_types=self.pair_types,
+            pair_score=None if model.dot_product else pair_score,
+        )
+        return sum(w * terms[k] for k, w in self.weights.items()), terms
+
+
+class BatchObjective:
+    """A batch loss over the [B, B] score matrix of each weighted level."""
+
+    def __init__(self, config, train_split, model):
+        self.name = config.loss.name
+        self.fn = losses.BATCH_LOSSES[self.name]
+        self.kwargs = dict(config.loss[self.name].to_dict())
+        self.with_rel = losses.uses_relevance(self.fn)
+        self.levels = _weighted_levels(config, model, tuple(model.levels))
+        self.weights = {lv: config.loss.level_weights[lv] for lv in self.levels}
+        clips = train_split.clips
+        self.sampler = PairSampler(
+            LevelRelevance(ClassSets.from_labels(train_split.verbs), clips.noun_classes),
+            levels=self.levels,
+            pairing=config.sampler.pairing,
+            pair_threshold=config.sampler.pair_threshold,
+            seed=config.seed,
+        )
+        self.row_keys = {"video": "video_rows", **{f: "text_rows" for f in model.text_fields}}
+
+    batch_keys = ("video_rows", "text_rows", "rel")  # [B], [B], [B, n_levels, B]
+    rows_per_anchor = 2  # a video and a caption
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return self.sampler.steps_per_epoch(batch_size)
+
+    def host_batch(self, epoch: int, step: int, batch_size: int) -> dict[str, np.ndarray]:
+        return self.sampler.batch(epoch, step, batch_size)
+
+    def loss(self, model, params, inputs: dict, batch: dict, rng):
+        video, text = _embed(model, params, inputs, rng)
+        sims = model.apply(params, video, text, method=model.similarity)
+        terms = {}
+        for i, level in enumerate(self.levels):
+            args = (sims[level], batch["rel"][:, i, :]) if self.with_rel else (sims[level],)
+            terms[f"{level}_{self.name}"] = self.fn(*args, **self.kwargs)
+        total = sum(self.weights[lv] * terms[f"{lv}_{self.name}"] for lv in self.levels)
+        return total, terms

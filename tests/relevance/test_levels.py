@@ -1,0 +1,51 @@
+"""Per-level relevance against Python sets and the EPIC class relevance."""
+
+import numpy as np
+import pytest
+
+from jaxsvr.relevance import class_relevance
+from jaxsvr.relevance.class_sets import ClassSets
+from jaxsvr.relevance.levels import LevelRelevance
+
+
+def iou(a, b):
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def random_sets(rng, n, classes, max_size):
+    return [
+        sorted(rng.choice(classes, rng.integers(0, max_size + 1), replace=False)) for _ in range(n)
+    ]
+
+
+def test_levels_against_python_sets():
+    rng = np.random.default_rng(0)
+    verbs = [[int(v)] for v in rng.integers(0, 70, 40)]  # 70 classes: two bitset words
+    nouns = random_sets(rng, 40, 130, 3)
+    rel = LevelRelevance(ClassSets.from_lists(verbs), ClassSets.from_lists(nouns))
+    rows, cols = rng.integers(0, 40, 11), rng.integers(0, 40, 9)
+    for level in ("action", "sentence", "verb", "noun"):
+        got = rel.matrix(level, rows, cols)
+        assert got.shape == (11, 9) and got.dtype == np.float32
+        for i, r in enumerate(rows):
+            for j, c in enumerate(cols):
+                iv, inn = iou(verbs[r], verbs[c]), iou(nouns[r], nouns[c])
+                want = {"verb": 0.5 + 0.5 * iv, "noun": 0.5 + 0.5 * inn}.get(level, (iv + inn) / 2)
+                assert got[i, j] == pytest.approx(want, abs=1e-6)
+    np.testing.assert_array_equal(rel.pairs("noun", rows[:5], cols[:5]), got[:5, :5].diagonal())
+
+
+def test_action_level_is_the_class_relevance():
+    rng = np.random.default_rng(1)
+    verbs = ClassSets.from_labels(rng.integers(0, 20, 60))
+    nouns = ClassSets.from_lists(random_sets(rng, 60, 40, 3))
+    rel = LevelRelevance(verbs, nouns)
+    want = class_relevance(verbs, nouns, verbs, nouns)
+    np.testing.assert_allclose(rel.matrix("action", np.arange(60), np.arange(60)), want, atol=1e-6)
+
+
+def test_unknown_level():
+    rel = LevelRelevance(ClassSets.from_labels([0, 1]), ClassSets.from_lists([[0], [1]]))
+    with pytest.raises(ValueError, match="level"):
+        rel.pairs("object", np.array([0]), np.array([1]))
