@@ -1,12 +1,17 @@
-"""Trains the README's result grid on the EPIC-100 annotations with synthetic features and
-prints a markdown table (mean and spread over seeds): JPoSE with the fixed vs the relevance
-margin, and MME vs JPoSE.
+"""Trains one of the README's result grids on the EPIC-100 annotations with synthetic
+features and prints a markdown table (mean and half-range over seeds).
 
-  python benchmarks/train_results.py --epochs 5 --seeds 0 1 --out /tmp/jaxsvr_results
+  python benchmarks/train_results.py --grid triplet --epochs 10 --seeds 0 1
+  python benchmarks/train_results.py --grid hgr --epochs 4 --seeds 0 1
+  python benchmarks/train_results.py --grid heads --epochs 20 --seeds 0 1
+
+Grids: `triplet` (MME and JPoSE, fixed vs relevance margin), `hgr` (HGR with hard
+negatives, RAN, RANP, relevance margin), `heads` (projection heads with MI-MM, adaptive
+MI-MM, SMS). `--set KEY=VALUE` adds `--config.KEY=VALUE` to every run.
 
 Each run is `python -m jaxsvr.main` in its own workdir under --out (an existing finished
 workdir is reused: rerunning resumes or re-evaluates it). The seed sets `config.seed`
-(initialisation, triplets, batch order); the synthetic features stay those of
+(initialisation, sampling, batch order); the synthetic features stay those of
 feature_seed 0, so seeds vary the training, not the data.
 """
 
@@ -18,12 +23,25 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GRID = [
-    ("MME, fixed margin", "configs/epic_mme.py:margin=fixed"),
-    ("MME, relevance margin", "configs/epic_mme.py:margin=relevance"),
-    ("JPoSE, fixed margin", "configs/epic_jpose.py:margin=fixed"),
-    ("JPoSE, relevance margin", "configs/epic_jpose.py:margin=relevance"),
-]
+GRIDS = {
+    "triplet": [
+        ("MME, fixed margin", "configs/epic_mme.py:margin=fixed"),
+        ("MME, relevance margin", "configs/epic_mme.py:margin=relevance"),
+        ("JPoSE, fixed margin", "configs/epic_jpose.py:margin=fixed"),
+        ("JPoSE, relevance margin", "configs/epic_jpose.py:margin=relevance"),
+    ],
+    "hgr": [
+        ("HGR, hard negatives", "configs/epic_hgr.py:hard"),
+        ("HGR, RAN (tau 0.75)", "configs/epic_hgr.py:ran"),
+        ("HGR, RANP (tau 0.4)", "configs/epic_hgr.py:ranp"),
+        ("HGR, relevance margin", "configs/epic_hgr.py:relmargin"),
+    ],
+    "heads": [
+        ("Heads, MI-MM", "configs/epic_sms.py:mimm"),
+        ("Heads, adaptive MI-MM", "configs/epic_sms.py:adaptive"),
+        ("Heads, SMS", "configs/epic_sms.py:sms"),
+    ],
+}
 KEYS = ("ndcg_avg", "map_avg", "ndcg_v2t", "ndcg_t2v", "map_v2t", "map_t2v", "rsum")
 
 
@@ -41,6 +59,7 @@ def run(config: str, seed: int, args) -> dict:
         f"--config.train.num_epochs={args.epochs}",
         f"--config.eval.every_epochs={args.epochs}",
         "--config.train.log_every_steps=100",
+        *(f"--config.{kv}" for kv in args.set),
     ]
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
     return json.loads((workdir / "metrics.json").read_text())
@@ -49,13 +68,15 @@ def run(config: str, seed: int, args) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--annotations", default=str(ROOT.parent / "shared/data/epic100"))
-    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--grid", choices=sorted(GRIDS), default="triplet")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--out", default="/tmp/jaxsvr_results")
     p.add_argument("--only", nargs="*", help="substrings of the grid names to run")
     args = p.parse_args()
     results = {}
-    for label, config in GRID:
+    for label, config in GRIDS[args.grid]:
         if args.only and not any(s in label for s in args.only):
             continue
         runs = [run(config, seed, args) for seed in args.seeds]
@@ -67,7 +88,7 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
-    Path(args.out, "results.json").write_text(json.dumps(results, indent=1))
+    Path(args.out, f"results_{args.grid}.json").write_text(json.dumps(results, indent=1))
     print(f"| model | nDCG | mAP | RSum | seeds |  (EPIC-100 test, {args.epochs} epochs)")
     print("|---|---|---|---|---|")
     for label, runs in results.items():

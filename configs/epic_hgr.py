@@ -22,7 +22,6 @@ score with class relevance. Synthetic per-segment features default to 8 segments
 import ml_collections
 
 from jaxsvr import configs
-from jaxsvr.errors import InputError
 
 LOSSES = {
     "hard": ("max_margin", {"hard": True}),
@@ -35,9 +34,7 @@ LOSSES = {
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     v = configs.variants(arg, {**{k: None for k in LOSSES}, "tau": float, "runlocal": None})
-    chosen = [k for k in LOSSES if k in v]
-    if len(chosen) > 1:
-        raise InputError(f"pick one loss variant, got {chosen}")
+    chosen = configs.one_of(v, LOSSES, default="hard")
     config = configs.base()
     m = config.model
     m.name = "hgr"
@@ -51,7 +48,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.data.segments = 8
     config.data.max_caption_len = 16
 
-    name, kwargs = LOSSES[chosen[0] if chosen else "hard"]
+    name, kwargs = LOSSES[chosen]
     config.loss.name = name
     config.loss[name].update(kwargs)
     if "tau" in v:

@@ -20,16 +20,13 @@ synthetic caption features, `jaxsvr.data.synthetic_text`, unless real ones are g
 import ml_collections
 
 from jaxsvr import configs
-from jaxsvr.errors import InputError
 
 LOSSES = {"mimm": "mimm", "adaptive": "adaptive_mimm", "sms": "sms"}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     v = configs.variants(arg, {**{k: None for k in LOSSES}, "runlocal": None})
-    chosen = [k for k in LOSSES if k in v]
-    if len(chosen) > 1:
-        raise InputError(f"pick one loss variant, got {chosen}")
+    chosen = configs.one_of(v, LOSSES, default="sms")
     config = configs.base()
     m = config.model
     m.name = "heads"
@@ -37,7 +34,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     m.head = "mlp"
     m.hidden = 1024
     m.dropout = 0.1
-    config.loss.name = LOSSES[chosen[0] if chosen else "sms"]
+    config.loss.name = LOSSES[chosen]
     config.sampler.pairing = "relevant"
     config.sampler.pair_threshold = 0.1
     config.optimizer.name = "adamw"

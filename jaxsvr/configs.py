@@ -14,6 +14,7 @@ import ml_collections
 
 from jaxsvr import losses
 from jaxsvr.data import epic100, synthetic, synthetic_text
+from jaxsvr.data.text import is_number
 from jaxsvr.errors import InputError
 
 
@@ -27,7 +28,7 @@ def variants(arg: str | None, allowed: dict[str, tuple[str, ...] | type | None])
             raise InputError(f"unknown config variant {name!r}: use one of {sorted(allowed)}")
         choices = allowed[name]
         if choices is float:
-            ok = value != "" and _is_float(value)
+            ok = value != "" and is_number(value)
             want = f"{name}=a number"
         else:
             ok = (choices is None) == (value == "") and not (choices and value not in choices)
@@ -38,12 +39,12 @@ def variants(arg: str | None, allowed: dict[str, tuple[str, ...] | type | None])
     return out
 
 
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+def one_of(v: dict[str, str], names, default: str) -> str:
+    """The one flag of `names` set in the parsed variants `v` (`default` if none)."""
+    chosen = [k for k in names if k in v]
+    if len(chosen) > 1:
+        raise InputError(f"pick one of the config variants {sorted(names)}, got {chosen}")
+    return chosen[0] if chosen else default
 
 
 def base() -> ml_collections.ConfigDict:
@@ -117,6 +118,7 @@ def base() -> ml_collections.ConfigDict:
     c.train = t = ml_collections.ConfigDict()
     t.batch_size = 64  # anchors
     t.num_epochs = 100
+    t.max_steps = 0  # > 0: train exactly this many steps instead of num_epochs epochs
     t.log_every_steps = 50
     t.prefetch = 2
     t.gather = "device"  # train features on the devices, gathered in the step; or "host"

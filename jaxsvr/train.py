@@ -81,17 +81,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     parallel.check_batch_size(batch_size, mesh)
     objective = objectives.build(config, data.train, model)
     steps_per_epoch = objective.steps_per_epoch(batch_size)
-    total_steps = config.train.num_epochs * steps_per_epoch
+    total_steps = config.train.max_steps or config.train.num_epochs * steps_per_epoch
     tx = optim.build(config.optimizer, total_steps)
     logging.info(
-        "model %s, loss %s on %d device(s) %s; %d steps (%d epochs x %d), batch %d anchors x "
-        "%d rows",
+        "model %s, loss %s on %d device(s) %s; %d steps (%.4g epochs of %d), batch %d anchors "
+        "x %d rows",
         config.model.name,
         config.loss.name,
         mesh.size,
         jax.devices()[0].platform,
         total_steps,
-        config.train.num_epochs,
+        total_steps / steps_per_epoch,
         steps_per_epoch,
         batch_size,
         objective.rows_per_anchor,

@@ -108,3 +108,8 @@ def test_host_gather_rows_memmap_and_in_memory(tmp_path):
         got = train._gather_rows(store, rows)
         assert got.dtype == np.float32 and not isinstance(got, np.memmap)
         np.testing.assert_array_equal(got, video[rows])
+
+
+def test_max_steps_overrides_epochs(tmp_path):
+    m = train.train_and_evaluate(config(train__max_steps=5, train__num_epochs=50), tmp_path)
+    assert m["step"] == 5 and m["train_steps"] == 5

@@ -222,13 +222,7 @@ def _roles(captions, verbs, nouns, data) -> dict[str, np.ndarray]:
 def _caption_features(data, train, test, sents, sent_rows, num_verbs: int, num_nouns: int):
     """Frozen caption features: train clips [N, Dt] and test sentences [Nt, Dt]."""
     if data.features:
-        folder = Path(data.features)
-        logging.info("text features: real caption features from %s", folder)
-        load = dict(allow_pickle=data.allow_pickle)
-        return (
-            features.find_split_features(folder, "train_text", rows=len(train), **load),
-            features.find_split_features(folder, "test_text", rows=len(sents), **load),
-        )
+        return _real_features(data, "text features", train_text=len(train), test_text=len(sents))
     spec = synthetic_text.TextSpec(**data.synthetic_text.to_dict())
     logging.info(
         "text features: synthetic frozen caption features (%d-d, seed %d; "
@@ -260,15 +254,19 @@ def _caption_features(data, train, test, sents, sent_rows, num_verbs: int, num_n
     )
 
 
+def _real_features(data, what: str, **rows: int) -> tuple[np.ndarray, ...]:
+    """The arrays named by `rows` (file stem -> expected rows) in the features folder."""
+    folder = Path(data.features)
+    logging.info("%s: real, from %s", what, folder)
+    return tuple(
+        features.find_split_features(folder, stem, rows=n, allow_pickle=data.allow_pickle)
+        for stem, n in rows.items()
+    )
+
+
 def _features(data, train: Clips, test: Clips, num_verbs: int, num_nouns: int):
     if data.features:
-        folder = Path(data.features)
-        logging.info("features: real features from %s", folder)
-        load = dict(allow_pickle=data.allow_pickle)
-        return (
-            features.find_split_features(folder, "train", rows=len(train), **load),
-            features.find_split_features(folder, "test", rows=len(test), **load),
-        )
+        return _real_features(data, "features", train=len(train), test=len(test))
     spec = synthetic.SyntheticSpec(**data.synthetic.to_dict())
     logging.info(
         "features: synthetic, from the verb/noun classes (seed %d, %d segments; "

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -128,7 +127,7 @@ def from_spacy(
       The arrays of `from_columns`.
     """
     _check_sizes(max_len, num_verbs, num_nouns)
-    nlp = _parser(pipeline)
+    nlp = text.spacy_pipeline(pipeline, exclude=("ner", "lemmatizer"))
     graphs = []
     for caption, doc in zip(captions, nlp.pipe(captions, batch_size=256)):
         spans = _token_spans(caption)[:max_len]
@@ -255,21 +254,6 @@ def _token_spans(caption: str) -> list[tuple[int, int]]:
         if start < end:
             spans.append((origin[start], origin[end - 1] + 1))
     return spans
-
-
-@functools.lru_cache(maxsize=4)
-def _parser(name: str) -> Any:
-    """Loads a spaCy pipeline once per process, with its tagger and parser."""
-    try:
-        import spacy
-    except ImportError:
-        raise InputError("spaCy is not installed: pip install spacy") from None
-    try:
-        return spacy.load(name, exclude=["ner", "lemmatizer"])
-    except OSError:
-        raise InputError(
-            f"spaCy pipeline {name} is not installed: pip install {name.replace('_', '-')}"
-        ) from None
 
 
 def _check_sizes(max_len: int, num_verbs: int, num_nouns: int) -> None:

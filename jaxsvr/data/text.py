@@ -197,7 +197,7 @@ def load_word_vectors(
                 file_dim = _check_dim(len(parts) - 1, dim, path)
             n_values = len(parts) - 1
             if n_values != file_dim:
-                if n_values > file_dim and not _is_number(parts[1]):
+                if n_values > file_dim and not is_number(parts[1]):
                     continue  # a key with spaces: never a token
                 raise InputError(
                     f"{path}:{lineno}: {n_values} values, expected {file_dim} "
@@ -246,7 +246,7 @@ def pos_words(
     Returns:
       (verbs per text, nouns per text), each a list of lemma lists in input order.
     """
-    nlp = _spacy_pipeline(pipeline)
+    nlp = spacy_pipeline(pipeline, exclude=("parser", "ner"))
     verbs: list[list[str]] = []
     nouns: list[list[str]] = []
     for doc in nlp.pipe(texts, batch_size=256):
@@ -256,14 +256,18 @@ def pos_words(
 
 
 @functools.lru_cache(maxsize=4)
-def _spacy_pipeline(name: str) -> Any:
-    """Loads a spaCy pipeline once per process, without the parser and NER."""
+def spacy_pipeline(name: str, exclude: tuple[str, ...] = ()) -> Any:
+    """Loads an installed spaCy pipeline once per process, without the `exclude` components.
+
+    Raises:
+      InputError: spaCy or the pipeline is not installed (the message says how to install).
+    """
     try:
         import spacy
     except ImportError:
         raise InputError("spaCy is not installed: pip install spacy") from None
     try:
-        return spacy.load(name, exclude=["parser", "ner"])
+        return spacy.load(name, exclude=list(exclude))
     except OSError:
         raise InputError(
             f"spaCy pipeline {name} is not installed: pip install {name.replace('_', '-')}"
@@ -281,7 +285,8 @@ def _check_dim(file_dim: int, dim: int | None, path: Path) -> int:
     return file_dim
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
+    """Whether `text` parses as a float."""
     try:
         float(text)
     except ValueError:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
+import flax.linen as nn
 import jax.numpy as jnp
 import ml_collections
 
@@ -76,3 +77,20 @@ def dot_similarity(video: dict, text: dict, levels: tuple[str, ...]) -> dict[str
 def dot_pair_similarity(video: dict, text: dict, levels: tuple[str, ...]) -> dict:
     """{level: [n]} dot products of aligned rows."""
     return {lv: jnp.sum(video[lv] * text[lv], axis=-1) for lv in levels}
+
+
+class DotProductModel(nn.Module):
+    """Base of models whose every level is a unit vector per item, scored by dot products
+    (MME, JPoSE, heads): subclasses define `levels`, `text_fields`, `embed_video` and
+    `embed_text`."""
+
+    dot_product = True
+
+    def similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
+        return dot_similarity(video, text, self.levels)
+
+    def pair_similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
+        return dot_pair_similarity(video, text, self.levels)
+
+    def __call__(self, batch: dict, train: bool = False) -> tuple[dict, dict]:
+        return self.embed_video(batch, train), self.embed_text(batch, train)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
-from jaxsvr.models import dot_pair_similarity, dot_similarity
+from jaxsvr.models import DotProductModel
 from jaxsvr.models.mme import clip_feature, l2_normalize
 
 HEADS = ("linear", "mlp")
@@ -40,7 +40,7 @@ class Projection(nn.Module):
         return l2_normalize(nn.Dense(self.embed_dim, name="out")(x))
 
 
-class Model(nn.Module):
+class Model(DotProductModel):
     """Heads over frozen features: {'action': [n, embed_dim]} for videos and texts."""
 
     vocab_size: int  # unused: the text side reads features, not words
@@ -53,7 +53,6 @@ class Model(nn.Module):
 
     levels = ("action",)
     text_fields = ("text_feature",)
-    dot_product = True
 
     def setup(self):
         kw = dict(head=self.head, hidden=self.hidden, dropout=self.dropout)
@@ -65,12 +64,3 @@ class Model(nn.Module):
 
     def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
         return {"action": self.text_head(batch["text_feature"], train)}
-
-    def similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
-        return dot_similarity(video, text, self.levels)
-
-    def pair_similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
-        return dot_pair_similarity(video, text, self.levels)
-
-    def __call__(self, batch: dict, train: bool = False) -> tuple[dict, dict]:
-        return self.embed_video(batch, train), self.embed_text(batch, train)

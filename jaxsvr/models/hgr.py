@@ -72,6 +72,7 @@ import jax.numpy as jnp
 
 from jaxsvr.data.roles import ROLES
 from jaxsvr.errors import InputError
+from jaxsvr.models.mme import word_table
 
 EPS2 = 1e-16  # squared-norm clamp: a zero vector has cosine 0 and finite gradients
 _NEG = -1e30  # logit of masked entries (finite, so fully masked rows stay NaN-free)
@@ -86,10 +87,7 @@ class WordTable(nn.Module):
 
     @nn.compact
     def __call__(self, ids: jnp.ndarray) -> jnp.ndarray:
-        table = nn.Embed(
-            self.vocab_size, self.word_dim, embedding_init=nn.initializers.normal(0.1), name="table"
-        )
-        return table(ids)
+        return word_table(self.vocab_size, self.word_dim)(ids)
 
 
 class GRU(nn.Module):

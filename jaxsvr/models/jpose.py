@@ -11,14 +11,13 @@ are averaged over T first.
 
 from __future__ import annotations
 
-import flax.linen as nn
 import jax.numpy as jnp
 
-from jaxsvr.models import dot_pair_similarity, dot_similarity
+from jaxsvr.models import DotProductModel
 from jaxsvr.models.mme import BagOfWords, GatedEmbedding, clip_feature, l2_normalize
 
 
-class Model(nn.Module):
+class Model(DotProductModel):
     vocab_size: int
     video_dim: int
     embed_dim: int = 256
@@ -26,7 +25,6 @@ class Model(nn.Module):
 
     levels = ("verb", "noun", "action")
     text_fields = ("verb", "noun")
-    dot_product = True
 
     def setup(self):
         self.words = BagOfWords(self.vocab_size, self.word_dim, name="words")
@@ -43,15 +41,6 @@ class Model(nn.Module):
         verb = self.text_verb(self.words(batch["verb"]))
         noun = self.text_noun(self.words(batch["noun"]))
         return _with_action(verb, noun)
-
-    def similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
-        return dot_similarity(video, text, self.levels)
-
-    def pair_similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
-        return dot_pair_similarity(video, text, self.levels)
-
-    def __call__(self, batch: dict, train: bool = False) -> tuple[dict, dict]:
-        return self.embed_video(batch, train), self.embed_text(batch, train)
 
 
 def _with_action(verb: jnp.ndarray, noun: jnp.ndarray) -> dict[str, jnp.ndarray]:

@@ -13,7 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxsvr.models import dot_pair_similarity, dot_similarity
+from jaxsvr.models import DotProductModel
 
 EPS = 1e-8
 
@@ -42,6 +42,12 @@ class GatedEmbedding(nn.Module):
         return l2_normalize(x)
 
 
+def word_table(vocab_size: int, word_dim: int) -> nn.Embed:
+    """The word-embedding table of a text encoder (named `table`; init N(0, 0.1)), inside a
+    submodule `words` so word vectors can be written to it (`jaxsvr.models`)."""
+    return nn.Embed(vocab_size, word_dim, embedding_init=nn.initializers.normal(0.1), name="table")
+
+
 class BagOfWords(nn.Module):
     """Mean of word embeddings over known tokens: [n, L] ids -> [n, word_dim].
 
@@ -53,15 +59,13 @@ class BagOfWords(nn.Module):
 
     @nn.compact
     def __call__(self, ids: jnp.ndarray) -> jnp.ndarray:
-        table = nn.Embed(
-            self.vocab_size, self.word_dim, embedding_init=nn.initializers.normal(0.1), name="table"
-        )
+        table = word_table(self.vocab_size, self.word_dim)
         mask = (ids > 1).astype(jnp.float32)[..., None]
         total = jnp.sum(table(ids) * mask, axis=-2)
         return total / jnp.maximum(jnp.sum(mask, axis=-2), 1.0)
 
 
-class Model(nn.Module):
+class Model(DotProductModel):
     """MME over whole captions: {'action': [n, embed_dim]} for videos and texts."""
 
     vocab_size: int
@@ -71,7 +75,6 @@ class Model(nn.Module):
 
     levels = ("action",)
     text_fields = ("caption",)
-    dot_product = True
 
     def setup(self):
         self.words = BagOfWords(self.vocab_size, self.word_dim, name="words")
@@ -83,12 +86,3 @@ class Model(nn.Module):
 
     def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
         return {"action": self.text_head(self.words(batch["caption"]))}
-
-    def similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
-        return dot_similarity(video, text, self.levels)
-
-    def pair_similarity(self, video: dict, text: dict) -> dict[str, jnp.ndarray]:
-        return dot_pair_similarity(video, text, self.levels)
-
-    def __call__(self, batch: dict, train: bool = False) -> tuple[dict, dict]:
-        return self.embed_video(batch, train), self.embed_text(batch, train)
