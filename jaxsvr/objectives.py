@@ -3,7 +3,8 @@
 `config.loss.name` picks the objective, so every loss works with every model:
 - `triplet` (`TripletObjective`): offline triplets (`jaxsvr.data.triplets`, JPoSE/MME),
   fixed or relevance margins, four pair types per level (`jaxsvr.losses.triplet`). Models
-  whose score is not a dot product (HGR) get the two cross-modal pair types only.
+  whose score is not a dot product (HGR) have no within-modality score, so only the two
+  cross-modal pair types (text-video, video-text) are used for them (logged).
 - a batch loss of `jaxsvr.losses.BATCH_LOSSES` (`BatchObjective`): B (video, caption)
   pairs per batch (`jaxsvr.data.batches`), the model's [B, B] score matrix per level, and
   the loss with its keywords from `config.loss.<name>` (and the relevance matrix of that
@@ -22,6 +23,7 @@ the total is the weighted sum. An objective hands the trainer:
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import jax
@@ -77,9 +79,12 @@ def _weighted_levels(config, model, allowed: tuple[str, ...]) -> tuple[str, ...]
 
 
 def _embed(model, params, inputs: dict, rng) -> tuple[Any, Any]:
-    rngs = {"dropout": rng}
-    video = model.apply(params, inputs, True, method=model.embed_video, rngs=rngs)
-    text = model.apply(params, inputs, True, method=model.embed_text, rngs=rngs)
+    """Both modalities in training mode. Each `apply` restarts flax's rng counters, so the
+    two get separate dropout keys (one key would give a module shared by both methods, like
+    HGR's dropout, the same mask in each)."""
+    video_rng, text_rng = jax.random.split(rng)
+    video = model.apply(params, inputs, True, method=model.embed_video, rngs={"dropout": video_rng})
+    text = model.apply(params, inputs, True, method=model.embed_text, rngs={"dropout": text_rng})
     return video, text
 
 
@@ -100,15 +105,27 @@ class TripletObjective:
                 f"unknown pair types {sorted(unknown)} in config.loss.pair_weights: use "
                 f"{sorted(PAIR_TYPES)}"
             )
+        if config.sampler.pairing != "own":
+            raise InputError(
+                f"config.sampler.pairing={config.sampler.pairing!r} is for batch losses; the "
+                "triplet loss samples its own positives: set it to 'own'"
+            )
         self.levels = _weighted_levels(config, model, triplets.LEVELS)
         self.pair_types = tuple(p for p in PAIR_TYPES if lo.pair_weights[p] > 0)
         if not model.dot_product:
-            within = [p for p in self.pair_types if PAIR_TYPES[p][0] == PAIR_TYPES[p][1]]
-            if within:
-                raise InputError(
-                    f"model {config.model.name!r} scores only video-text pairs: set "
-                    f"config.loss.pair_weights.{within[0]}=0 for the triplet loss"
+            cross = tuple(p for p in self.pair_types if PAIR_TYPES[p][0] != PAIR_TYPES[p][1])
+            if cross != self.pair_types:
+                logging.info(
+                    "triplet loss: model %s scores video-text pairs only; pair types %s",
+                    config.model.name,
+                    ", ".join(cross),
                 )
+            self.pair_types = cross
+        if not self.pair_types:
+            raise InputError(
+                "every triplet pair type has weight 0 in config.loss.pair_weights: give one "
+                f"of {sorted(PAIR_TYPES)} a positive weight"
+            )
         self.sampler = triplets.TripletSampler(
             train_split.verbs,
             train_split.clips.noun_classes,
@@ -164,6 +181,9 @@ class TripletObjective:
 class BatchObjective:
     """A batch loss over the [B, B] score matrix of each weighted level."""
 
+    batch_keys = ("video_rows", "text_rows", "rel")  # [B], [B], [B, n_levels, B]
+    rows_per_anchor = 2  # a video and a caption
+
     def __init__(self, config, train_split, model):
         self.name = config.loss.name
         self.fn = losses.BATCH_LOSSES[self.name]
@@ -180,9 +200,6 @@ class BatchObjective:
             seed=config.seed,
         )
         self.row_keys = {"video": "video_rows", **{f: "text_rows" for f in model.text_fields}}
-
-    batch_keys = ("video_rows", "text_rows", "rel")  # [B], [B], [B, n_levels, B]
-    rows_per_anchor = 2  # a video and a caption
 
     def steps_per_epoch(self, batch_size: int) -> int:
         return self.sampler.steps_per_epoch(batch_size)

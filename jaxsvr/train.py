@@ -1,7 +1,8 @@
 """`train_and_evaluate(config, workdir)`: the trainer every jaxsvr model uses.
 
-1. Data (`jaxsvr.data.dataset`): train clips with video features and caption tokens; the
-   test split with its class relevance. The first log lines say where everything comes from.
+1. Data (`jaxsvr.data.dataset`): train clips with video features and the text inputs the
+   model reads (caption tokens, role graphs, frozen caption features); the test split
+   with its class relevance. The first log lines say where everything comes from.
 2. Mesh (`jaxsvr.parallel`): every device on one `data` axis by default; the train state is
    replicated, batches are split over `data`.
 3. State: params from `model.init` (word table optionally from a word-vector file), the optax
@@ -19,7 +20,8 @@
    end: test nDCG/mAP/R@K. Checkpoints every `checkpoint.every_steps` and at the
    end, plus the best by `checkpoint.best_metric`.
 6. Outputs (process 0): `config.json`, `vocab.json`, `metrics.jsonl` + TensorBoard events
-   (`jaxsvr.metric_writers`), and `metrics.json` with the final test metrics.
+   (`jaxsvr.metric_writers`), `metrics.json` with the final test metrics, and with
+   `eval.export_similarity` the final `test_similarity.npy` and `test_relevance.npy`.
 
 A non-finite loss stops the run with `TrainingDiverged` naming the step; no checkpoint is
 written after it, so the last good one stays.
@@ -81,6 +83,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     parallel.check_batch_size(batch_size, mesh)
     objective = objectives.build(config, data.train, model)
     steps_per_epoch = objective.steps_per_epoch(batch_size)
+    if config.train.max_steps < 0 or config.train.num_epochs < 1:
+        raise InputError("config.train.max_steps must be >= 0 and num_epochs >= 1")
     total_steps = config.train.max_steps or config.train.num_epochs * steps_per_epoch
     tx = optim.build(config.optimizer, total_steps)
     logging.info(
@@ -196,7 +200,7 @@ def _init_state(config, model, tx, data, rep) -> TrainState:
                 "unset it"
             )
         table, found = text.load_word_vectors(
-            config.data.word_vectors, data.vocab, config.model.word_dim, seed=config.seed
+            config.data.word_vectors, data.vocab, model.word_dim, seed=config.seed
         )
         logging.info(
             "text: word vectors for %d of %d words from %s",

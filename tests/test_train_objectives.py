@@ -27,13 +27,13 @@ def test_hgr_with_ranp_trains_and_exports_its_similarity(tmp_path):
     [
         ("epic_jpose", "runlocal", dict(loss__name="ranp")),
         ("epic_mme", "runlocal", dict(loss__name="multi_similarity")),
-        ("epic_sms", "runlocal", dict(loss__name="triplet", loss__margin="relevance")),
-        ("epic_sms", "sms,runlocal", {}),
         (
-            "epic_hgr",
+            "epic_sms",
             "runlocal",
-            dict(loss__name="triplet", loss__pair_weights__tt=0.0, loss__pair_weights__vv=0.0),
+            dict(loss__name="triplet", loss__margin="relevance", sampler__pairing="own"),
         ),
+        ("epic_sms", "sms,runlocal", {}),
+        ("epic_hgr", "runlocal", dict(loss__name="triplet")),  # video-text pairs only
     ],
 )
 def test_model_and_loss_combinations(tmp_path, name, arg, overrides):
@@ -62,7 +62,17 @@ def test_host_gather_matches_device_gather_for_a_batch_loss(tmp_path):
 @pytest.mark.parametrize(
     "name, arg, overrides, match",
     [
-        ("epic_hgr", "runlocal", dict(loss__name="triplet"), "pair_weights"),
+        (
+            "epic_jpose",
+            "runlocal",
+            dict(**{f"loss__pair_weights__{p}": 0.0 for p in ("tv", "vt", "tt", "vv")}),
+            "pair type",
+        ),
+        ("epic_sms", "runlocal", dict(loss__name="triplet"), "pairing"),
+        ("epic_sms", "runlocal", dict(sampler__pair_threshold=1.0), "pair_threshold"),
+        ("epic_sms", "runlocal", dict(model__head="conv"), "head"),
+        ("epic_sms", "runlocal", dict(data__synthetic_text__dim=0), "synthetic_text"),
+        ("epic_jpose", "runlocal", dict(train__max_steps=-1), "max_steps"),
         ("epic_jpose", "runlocal", dict(loss__name="arcface"), "loss.name"),
         (
             "epic_mme",
@@ -82,3 +92,53 @@ def _rows(workdir):
     from train_runs import jsonl
 
     return [r for r in jsonl(workdir) if "train/loss" in r]
+
+
+def test_block_scoring_equals_all_pairs_with_ragged_chunks():
+    """HGR test scores computed in [chunk, text_chunk] blocks on the devices."""
+    import jax
+
+    from jaxsvr import parallel
+    from jaxsvr.data import roles
+    from jaxsvr.evaluation.evaluator import RetrievalEvaluator
+    from jaxsvr.models import hgr
+
+    rng = np.random.default_rng(0)
+    nv, nt = 13, 11
+    captions = [f"take plate {i}" if i % 2 else "put knife in drawer" for i in range(nt)]
+    graphs = roles.from_columns(
+        captions,
+        ["take" if i % 2 else "put" for i in range(nt)],
+        [("plate",) if i % 2 else ("knife", "drawer") for i in range(nt)],
+        max_len=6,
+    )
+    text = {"caption": rng.integers(2, 30, (nt, 6)).astype(np.int32), **graphs}
+    video = rng.normal(size=(nv, 3, 10)).astype(np.float32)
+    model = hgr.Model(vocab_size=30, video_dim=10, embed_dim=8, word_dim=6, hidden=8)
+    first = {"video": video[:2], **{k: v[:2] for k, v in text.items()}}
+    params = model.init(jax.random.key(0), first)
+    rel = rng.uniform(size=(nv, nt)).astype(np.float32)
+    mesh = parallel.make_mesh()
+    ev = RetrievalEvaluator(model, video, text, rel, mesh, chunk=4, text_chunk=5, backend="numpy")
+    got = ev.similarity(params)
+    v = model.apply(params, {"video": video}, method=model.embed_video)
+    t = model.apply(params, text, method=model.embed_text)
+    want = model.apply(params, v, t, method=model.similarity)["action"]
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-6)
+
+
+def test_config_variants():
+    c = config("epic_hgr", "ranp,tau=0.15")
+    assert c.loss.name == "ranp" and c.loss.ranp.tau == 0.15 and c.loss.ran.tau == 0.75
+    assert config("epic_hgr", "all").loss.max_margin.hard is False
+    assert config("epic_hgr", "").loss.name == "max_margin"
+    assert config("epic_sms", "").loss.name == "sms"
+    assert config("epic_sms", "adaptive").sampler.pairing == "relevant"
+    for name, arg, match in [
+        ("epic_hgr", "hard,tau=0.5", "tau"),
+        ("epic_hgr", "ran,ranp", "pick one"),
+        ("epic_hgr", "tau=high", "number"),
+        ("epic_sms", "mimm,sms", "pick one"),
+    ]:
+        with pytest.raises(InputError, match=match):
+            config(name, arg)

@@ -69,6 +69,10 @@ class PairSampler:
             raise InputError(
                 f"unknown caption pairing {pairing!r} in config.sampler.pairing: use {PAIRINGS}"
             )
+        if not 0.0 <= pair_threshold < 1.0:
+            raise InputError(
+                f"config.sampler.pair_threshold must be in [0, 1), got {pair_threshold}"
+            )
         self.relevance = relevance
         self.n = len(relevance)
         self.levels = tuple(levels)
@@ -85,7 +89,8 @@ class PairSampler:
         if self.pairing == "own":
             texts = anchors
         else:
-            texts = self.relevant_captions(anchors, np.random.default_rng([self.seed, epoch, step]))
+            rng = np.random.default_rng([self.seed, epoch, step, 0x9A1E])
+            texts = self.relevant_captions(anchors, rng)
         rel = np.stack([self.relevance.matrix(lv, anchors, texts) for lv in self.levels], axis=1)
         return {
             "video_rows": anchors.astype(np.int32),

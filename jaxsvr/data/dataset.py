@@ -12,8 +12,8 @@ Sources, in the order the first log lines report them:
   parse when `config.data.pos_source = "spacy"`. Only the text inputs the model reads
   (`Model.text_fields`) are built beyond the token ids: role graphs (`jaxsvr.data.roles`,
   HGR; from the columns or spaCy likewise) and frozen caption features `text_feature`
-  (heads; `{train,test}_text.npy|npz` in the features folder, else synthetic from
-  `jaxsvr.data.synthetic_text`).
+  (heads): `{train,test}_text.npy|npz` in the features folder when `config.data.features`
+  is set (then required), else synthetic ones from `jaxsvr.data.synthetic_text`.
 
 Train rows are clips: clip i's video features and its own narration form pair i. Test rows
 are clips (videos) and sentences (texts), with the class relevance between them.
@@ -223,7 +223,7 @@ def _caption_features(data, train, test, sents, sent_rows, num_verbs: int, num_n
     """Frozen caption features: train clips [N, Dt] and test sentences [Nt, Dt]."""
     if data.features:
         return _real_features(data, "text features", train_text=len(train), test_text=len(sents))
-    spec = synthetic_text.TextSpec(**data.synthetic_text.to_dict())
+    spec = _spec(synthetic_text.TextSpec, data.synthetic_text, "config.data.synthetic_text")
     logging.info(
         "text features: synthetic frozen caption features (%d-d, seed %d; "
         "jaxsvr.data.synthetic_text)",
@@ -254,6 +254,14 @@ def _caption_features(data, train, test, sents, sent_rows, num_verbs: int, num_n
     )
 
 
+def _spec(cls, values: ml_collections.ConfigDict, key: str):
+    """A spec dataclass from its config section; a bad value is one line naming the key."""
+    try:
+        return cls(**values.to_dict())
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{key}: {e}") from None
+
+
 def _real_features(data, what: str, **rows: int) -> tuple[np.ndarray, ...]:
     """The arrays named by `rows` (file stem -> expected rows) in the features folder."""
     folder = Path(data.features)
@@ -267,7 +275,7 @@ def _real_features(data, what: str, **rows: int) -> tuple[np.ndarray, ...]:
 def _features(data, train: Clips, test: Clips, num_verbs: int, num_nouns: int):
     if data.features:
         return _real_features(data, "features", train=len(train), test=len(test))
-    spec = synthetic.SyntheticSpec(**data.synthetic.to_dict())
+    spec = _spec(synthetic.SyntheticSpec, data.synthetic, "config.data.synthetic")
     logging.info(
         "features: synthetic, from the verb/noun classes (seed %d, %d segments; "
         "jaxsvr.data.synthetic)",

@@ -6,7 +6,8 @@ caption features (the outputs of a CLIP-style text encoder) are not available he
 `caption_features` builds them from what such an encoder captures:
 
 - meaning: the caption's verb-class prototype plus the weighted mean of its noun-class
-  prototypes (main noun weighted `main_noun_weight`), scaled by `signal`, in a text space
+  prototypes (main noun weighted `main_noun_weight`; prototypes have RMS 1 per
+  dimension), scaled by `signal`, in a text space
   of its own (prototypes drawn independently of the video ones), so synonyms ("put",
   "place") land together and captions sharing classes are close;
 - wording: `wording` times the mean of one fixed random vector per word, so different
@@ -36,7 +37,8 @@ class TextSpec:
 
     Attributes:
       dim: feature width.
-      signal: per-dimension RMS of the class meaning.
+      signal: scale of the class meaning (each prototype has RMS 1 per dimension; the verb
+        plus the noun mean has RMS about 1.2 to 1.4).
       wording: per-dimension RMS of each word's own vector (their mean is added).
       noise: std of the per-caption Gaussian noise.
       main_noun_weight: weight of the main noun against 1 for the other nouns.

@@ -7,8 +7,10 @@ the mesh. Embeddings are pytrees ({name: [n, ...]}), gathered to the host.
 Scores: for dot-product models (`Model.dot_product`) the similarity of video i and
 sentence j is the dot product of their `action` embeddings, one matrix product on the
 host. Other models (HGR) score blocks of `chunk` videos x `text_chunk` sentences with
-their jitted `similarity`, videos split over the mesh. `jaxsvr.evaluation.evaluate` ranks
-the [Nv, Nt] matrix against the class relevance.
+their jitted `similarity`: the sentence embeddings go to the devices once (replicated),
+each chunk of videos is embedded and stays on the devices (split over the mesh) while it
+is scored against every sentence block, and only the [chunk, text_chunk] scores return.
+`jaxsvr.evaluation.evaluate` ranks the [Nv, Nt] matrix against the class relevance.
 """
 
 from __future__ import annotations
@@ -68,19 +70,21 @@ class RetrievalEvaluator:
 
         self._embed_video = embed(model.embed_video)
         self._embed_text = embed(model.embed_text)
-        self._block = jax.jit(
-            lambda params, v, t: model.apply(params, v, t, method=model.similarity)["action"],
-            in_shardings=(rep, shard, rep),
-            out_shardings=shard,
-        )
+
+        def block(params, video, text, start):
+            size = self.text_chunk
+            part = jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, size), text)
+            return model.apply(params, video, part, method=model.similarity)["action"]
+
+        self._block = jax.jit(block, in_shardings=(rep, shard, rep, rep), out_shardings=shard)
 
     def similarity(self, params: Any) -> np.ndarray:
         """[Nv, Nt] float32 test similarity."""
-        v = self._embed(self._embed_video, params, {"video": self.video})
         t = self._embed(self._embed_text, params, self.text)
-        if self.dot:
-            return v @ t.T
-        return self._blocks(params, v, t)
+        if not self.dot:
+            return self._blocks(params, t)
+        v = self._embed(self._embed_video, params, {"video": self.video})
+        return v @ t.T
 
     def __call__(self, params: Any, *, with_similarity: bool = False) -> dict[str, Any]:
         """The test metrics (and the similarity matrix under "similarity" if asked)."""
@@ -104,19 +108,20 @@ class RetrievalEvaluator:
             out.append(jax.tree.map(_to_host, emb))
         return jax.tree.map(lambda *parts: np.concatenate(parts)[:n], *out)
 
-    def _blocks(self, params, video, text) -> np.ndarray:
-        nv = len(jax.tree.leaves(video)[0])
-        nt = len(jax.tree.leaves(text)[0])
+    def _blocks(self, params, text) -> np.ndarray:
+        nv, nt = len(self.video), len(jax.tree.leaves(text)[0])
+        step = self.text_chunk
+        padded = jax.tree.map(lambda x: _pad(x, -(-nt // step) * step), text)
+        text_dev = jax.device_put(padded, parallel.replicated(self.mesh))
         out = np.empty((nv, nt), np.float32)
-        for t0 in range(0, nt, self.text_chunk):
-            t_part = _slice_pad(text, t0, self.text_chunk)
-            t_rep = jax.device_put(t_part, parallel.replicated(self.mesh))
-            for v0 in range(0, nv, self.chunk):
-                v_part = _slice_pad(video, v0, self.chunk)
-                v_dev = parallel.global_batch(_local(v_part), self.mesh)
-                block = _to_host(self._block(params, v_dev, t_rep))
-                rows, cols = min(self.chunk, nv - v0), min(self.text_chunk, nt - t0)
-                out[v0 : v0 + rows, t0 : t0 + cols] = block[:rows, :cols]
+        for v0 in range(0, nv, self.chunk):
+            part = {"video": _pad(np.asarray(self.video[v0 : v0 + self.chunk]), self.chunk)}
+            video_emb = self._embed_video(params, parallel.global_batch(_local(part), self.mesh))
+            rows = min(self.chunk, nv - v0)
+            for t0 in range(0, nt, step):
+                block = self._block(params, video_emb, text_dev, np.int32(t0))
+                cols = min(step, nt - t0)
+                out[v0 : v0 + rows, t0 : t0 + cols] = _to_host(block)[:rows, :cols]
         return out
 
 
@@ -124,11 +129,6 @@ def _to_host(x: jax.Array) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True)).astype(
         np.float32 if np.issubdtype(x.dtype, np.floating) else x.dtype
     )
-
-
-def _slice_pad(tree, start: int, size: int):
-    """Rows start .. start + size of every array, zero-padded to `size` rows."""
-    return jax.tree.map(lambda x: _pad(x[start : start + size], size), tree)
 
 
 def _pad(x: np.ndarray, size: int) -> np.ndarray:

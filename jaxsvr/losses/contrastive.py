@@ -20,9 +20,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxsvr.losses.mining import check_inputs
+
 
 def info_nce(sim: jnp.ndarray, *, temperature: float = 0.05) -> jnp.ndarray:
     """Symmetric InfoNCE: cross-entropy of the matching pair in each row and column."""
+    check_inputs(sim)
 
     def one_way(s):
         return -jnp.mean(jnp.diagonal(jax.nn.log_softmax(s / temperature, axis=1)))
@@ -41,6 +44,7 @@ def multi_similarity(
     eps: float = 0.1,
 ) -> jnp.ndarray:
     """Multi-Similarity loss with relevance-defined positives (rel >= tau), both directions."""
+    check_inputs(sim, rel)
 
     def one_way(s, r):
         positive = (r >= tau) | jnp.eye(s.shape[0], dtype=bool)
@@ -60,6 +64,6 @@ def multi_similarity(
 def _log1p_sum_exp(x: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
     """log(1 + sum_j exp(x_ij) over mask), per row, without overflow or NaN gradients."""
     x = jnp.where(mask, x, 0.0)  # keeps exp() of the masked entries finite
-    top = jax.lax.stop_gradient(jnp.maximum(jnp.max(jnp.where(mask, x, 0.0), axis=1), 0.0))
+    top = jax.lax.stop_gradient(jnp.maximum(jnp.max(x, axis=1), 0.0))
     total = jnp.sum(jnp.where(mask, jnp.exp(x - top[:, None]), 0.0), axis=1)
     return top + jnp.log(jnp.exp(-top) + total)

@@ -31,7 +31,11 @@ every violation and divides by B(B - 1). An anchor without a valid negative adds
 - `sms`: Symmetric Multi-Similarity (Wang et al., EPIC-KITCHENS-100 MIR challenge 2024,
   xqwang14/SMS-Loss): with W = rel[i, i] - rel(anchor, other) and
   z = W * margin - (s_ii - s_other): relu(z) if W > eps, relu(-z) if W < -eps, and
-  relu(|s_ii - s_other| - relax) if |W| <= eps; mean over the 2B(B - 1) entries.
+  relu(|s_ii - s_other| - relax) if |W| <= eps; mean over the 2B(B - 1) entries. Two
+  small differences from the public code, both as the issue specifies: the relax branch
+  uses |s_ii - s_other| where the public code uses |z| (they differ by at most
+  eps * margin), and eps is 1e-3 where the public code uses 1.1 / 240 (its relevance is
+  quantised to multiples of 1/240).
 
 All are pure jnp functions of their arrays (jit, grad and vmap over a leading axis work);
 with batch-sharded embeddings the [B, B] matrix is laid out by the compiler.
@@ -43,13 +47,23 @@ import jax
 import jax.numpy as jnp
 
 
+def check_inputs(sim: jnp.ndarray, rel: jnp.ndarray | None = None) -> None:
+    """Shapes are static under jit, so a wrong one fails at trace time with one line."""
+    if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
+        raise ValueError(f"sim must be a square [B, B] matrix, got shape {sim.shape}")
+    if rel is not None and rel.shape != sim.shape:
+        raise ValueError(f"rel must have the shape of sim {sim.shape}, got {rel.shape}")
+
+
 def max_margin(sim: jnp.ndarray, *, margin: float = 0.2, hard: bool = True) -> jnp.ndarray:
     """VSE++ hinge relu(margin + s_neg - s_pos), both directions."""
+    check_inputs(sim)
     return _both(lambda s, r: _hinge(s, margin, _off_diagonal(s), hard), sim, None)
 
 
 def relevance_margin(sim: jnp.ndarray, rel: jnp.ndarray, *, hard: bool = True) -> jnp.ndarray:
     """Hinge with the relevance margin 1 - rel(anchor, negative), both directions."""
+    check_inputs(sim, rel)
     return _both(lambda s, r: _hinge(s, 1.0 - r, _off_diagonal(s), hard), sim, rel)
 
 
@@ -62,6 +76,7 @@ def ran(
     hard: bool = True,
 ) -> jnp.ndarray:
     """Relevance-aware negatives: negatives with rel >= tau leave the pool."""
+    check_inputs(sim, rel)
     return _both(lambda s, r: _hinge(s, margin, _negatives(s, r, tau), hard), sim, rel)
 
 
@@ -75,6 +90,7 @@ def ranp(
     hard: bool = True,
 ) -> jnp.ndarray:
     """RAN plus the hardest relevant positive pulled above the negatives."""
+    check_inputs(sim, rel)
 
     def one_way(s, r):
         negatives = _negatives(s, r, tau)
@@ -92,6 +108,7 @@ def ranp(
 
 def semi_hard(sim: jnp.ndarray, *, margin: float = 0.2) -> jnp.ndarray:
     """Hardest negative among those with s_neg <= s_pos, both directions."""
+    check_inputs(sim)
 
     def one_way(s, r):
         valid = _off_diagonal(s) & (s <= jnp.diagonal(s)[:, None])
@@ -102,11 +119,13 @@ def semi_hard(sim: jnp.ndarray, *, margin: float = 0.2) -> jnp.ndarray:
 
 def mimm(sim: jnp.ndarray, *, margin: float = 0.2) -> jnp.ndarray:
     """Max-margin ranking loss (EgoVLP / AVION MI-MM): mean over 2B(B - 1) entries."""
+    check_inputs(sim)
     return _ranking_mean(sim, margin, None)
 
 
 def adaptive_mimm(sim: jnp.ndarray, rel: jnp.ndarray, *, margin: float = 0.4) -> jnp.ndarray:
     """Adaptive MI-MM: the margin of anchor pair i is scaled by rel[i, i]."""
+    check_inputs(sim, rel)
     return _ranking_mean(sim, margin, rel)
 
 
@@ -119,6 +138,7 @@ def sms(
     eps: float = 1e-3,
 ) -> jnp.ndarray:
     """Symmetric Multi-Similarity loss (mean over the 2B(B - 1) off-diagonal entries)."""
+    check_inputs(sim, rel)
 
     def one_way(s, r):
         pos = jnp.diagonal(s)[:, None]

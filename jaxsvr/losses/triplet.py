@@ -37,12 +37,7 @@ DISTANCES = ("squared_euclidean", "cosine")
 
 def distance(a: jnp.ndarray, b: jnp.ndarray, kind: str = "squared_euclidean") -> jnp.ndarray:
     """Distance of unit vectors along the last axis."""
-    cos = jnp.sum(a * b, axis=-1)
-    if kind == "squared_euclidean":
-        return 2.0 - 2.0 * cos
-    if kind == "cosine":
-        return 1.0 - cos
-    raise ValueError(f"unknown distance {kind!r}: use one of {DISTANCES}")
+    return distance_from_score(jnp.sum(a * b, axis=-1), kind)
 
 
 def triplet_loss(

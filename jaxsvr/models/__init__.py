@@ -18,10 +18,10 @@ two modalities separately, so test similarity matrices are cheap:
 `train=True` enables dropout where a model has it (rng stream `dropout`).
 
 Class attributes:
-- `levels`: the score levels, `action` first: `action` is the retrieval score every
-  evaluation ranks by; JPoSE adds its part-of-speech spaces `verb` and `noun`, HGR its
-  `sentence`, `verb` and `noun` levels (its `action` is their mean). Losses are applied per
-  level with `config.loss.level_weights`.
+- `levels`: the score levels; `action` is the retrieval score every evaluation ranks by.
+  JPoSE adds its part-of-speech spaces `verb` and `noun`, HGR its `sentence`, `verb` and
+  `noun` levels (its `action` is their mean). Losses are applied per level with
+  `config.loss.level_weights`.
 - `text_fields`: the text inputs `embed_text` reads.
 - `dot_product`: True when every level's embeddings are unit vectors and a score is their
   dot product (MME, JPoSE, heads). Such models also get within-modality triplet terms

@@ -16,6 +16,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from jaxsvr.errors import InputError
 from jaxsvr.models import DotProductModel
 from jaxsvr.models.mme import clip_feature, l2_normalize
 
@@ -36,7 +37,7 @@ class Projection(nn.Module):
             x = nn.gelu(nn.Dense(self.hidden, name="hidden")(x))
             x = nn.Dropout(self.dropout, deterministic=not train)(x)
         elif self.head != "linear":
-            raise ValueError(f"unknown head {self.head!r}: use one of {HEADS}")
+            raise InputError(f"unknown config.model.head {self.head!r}: use one of {HEADS}")
         return l2_normalize(nn.Dense(self.embed_dim, name="out")(x))
 
 

@@ -386,3 +386,14 @@ def test_sharded_matches_single_device(sharding_process):
             np.testing.assert_allclose(
                 sharded[g], single[g], rtol=1e-4, atol=1e-6, err_msg=f"{key} {g}"
             )
+
+
+def test_bad_shapes_are_one_line_errors():
+    sim = np.zeros((4, 5), np.float32)
+    for fn in BATCH_LOSSES.values():
+        args = (sim, np.zeros((4, 5), np.float32)) if uses_relevance(fn) else (sim,)
+        with pytest.raises(ValueError, match="square"):
+            fn(*args)
+        if uses_relevance(fn):
+            with pytest.raises(ValueError, match="shape of sim"):
+                fn(np.zeros((4, 4), np.float32), np.zeros((4, 3), np.float32))
