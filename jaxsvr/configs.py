@@ -94,6 +94,10 @@ def base() -> ml_collections.ConfigDict:
     lo.level_weights = ml_collections.ConfigDict(
         {"action": 1.0, "sentence": 1.0, "verb": 1.0, "noun": 1.0}
     )
+    # ConTra's loss (loss.name = "contra"): cross-modal NCE + neighbouring + uniformity
+    lo.contra = ml_collections.ConfigDict(
+        {"temperature": 0.07, "cml_weight": 1.0, "nei_weight": 1.0, "uni_weight": 1.0}
+    )
     # batch losses: keywords per loss, e.g. --config.loss.ranp.tau=0.15
     for name, fn in losses.BATCH_LOSSES.items():
         lo[name] = ml_collections.ConfigDict(losses.keyword_defaults(fn))
@@ -113,6 +117,7 @@ def base() -> ml_collections.ConfigDict:
     o.weight_decay = 0.0
     o.schedule = "constant"
     o.warmup_steps = 0
+    o.warmup_fraction = 0.0  # > 0: warm-up over this share of the run (not warmup_steps)
     o.grad_clip = 0.0
 
     c.train = t = ml_collections.ConfigDict()
@@ -125,7 +130,10 @@ def base() -> ml_collections.ConfigDict:
 
     c.eval = e = ml_collections.ConfigDict()
     e.every_epochs = 10
-    e.threshold = 1.0  # relevance of a positive for R@K / ranks
+    e.threshold = 1.0  # relevance of a positive for R@K / ranks (positives = "class")
+    # R@K / ranks: "class" (items with R >= threshold) or "narration" (the clips narrated
+    # with the sentence: single-instance retrieval, as ConTra evaluates EPIC)
+    e.positives = "class"
     e.backend = "auto"  # numpy on CPU, jitted JAX on GPU/TPU
     e.chunk = 1024  # videos / sentences per embedding call
     e.text_chunk = 512  # sentences per similarity block (models without dot-product scores)
@@ -147,6 +155,52 @@ def mme_jpose_model(c: ml_collections.ConfigDict, name: str) -> None:
     c.model.name = name
     c.model.embed_dim = 256
     c.model.word_dim = 100
+
+
+CONTEXTS = ("clip", "text", "both", "none")  # ConTra: which modalities see their neighbours
+MAX_CONTEXT = 5  # ConTra's m variants: 0 .. MAX_CONTEXT
+
+
+def contra(arg: str | None, m: int, layers: int, heads: int) -> ml_collections.ConfigDict:
+    """A ConTra config (`configs/*_contra.py`): the dataset's default half-width `m` and
+    clip-context transformer size, variants `context=clip|text|both|none` (default clip),
+    `m=0..5` (the half-width of every modality with context) and `runlocal`."""
+    m_values = tuple(str(k) for k in range(MAX_CONTEXT + 1))
+    v = variants(arg, {"context": CONTEXTS, "m": m_values, "runlocal": None})
+    context, m = v.get("context", "clip"), int(v.get("m", m))
+    c = base()
+    c.model = ml_collections.ConfigDict(
+        {
+            "name": "contra",
+            "embed_dim": 512,
+            "word_dim": 300,
+            "text_hidden": 2048,
+            "m_video": m if context in ("clip", "both") else 0,
+            "m_text": m if context in ("text", "both") else 0,
+            "video_layers": layers,
+            "video_heads": heads,
+            "text_layers": layers,
+            "text_heads": heads,
+            "ff_dim": 2048,
+            "dropout": 0.3,
+            "residual_mlp": False,
+        }
+    )
+    c.loss.name = "contra"
+    c.optimizer.name = "adam"
+    c.optimizer.lr = 1e-4
+    c.optimizer.schedule = "warmup_linear"
+    c.optimizer.warmup_fraction = 0.1
+    c.train.batch_size = 512
+    c.train.num_epochs = 100
+    c.eval.positives = "narration"
+    c.eval.every_epochs = 10
+    if "runlocal" in v:
+        runlocal(c)
+        c.model.update(embed_dim=32, word_dim=16, text_hidden=32, ff_dim=64)
+        c.model.update(video_heads=2, text_heads=2)
+        c.optimizer.lr = 1e-3
+    return c
 
 
 def runlocal(c: ml_collections.ConfigDict) -> None:

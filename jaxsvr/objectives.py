@@ -1,6 +1,10 @@
 """What a train step optimises: host-side batches and the loss over a model's scores.
 
 `config.loss.name` picks the objective, so every loss works with every model:
+- `contra` (`ContraObjective`): ConTra's loss (Fragomeni et al. ACCV 2022): cross-modal
+  NCE + neighbouring loss + uniformity over (video, caption) pairs, the neighbours drawn
+  from each clip's temporal window (`jaxsvr.data.windows`); any model, though only context
+  models make the neighbouring term meaningful.
 - `triplet` (`TripletObjective`): offline triplets (`jaxsvr.data.triplets`, JPoSE/MME),
   fixed or relevance margins, four pair types per level (`jaxsvr.losses.triplet`). Models
   whose score is not a dot product (HGR) have no within-modality score, so only the two
@@ -15,8 +19,9 @@ the total is the weighted sum. An objective hands the trainer:
 - `steps_per_epoch(batch_size)` and `rows_per_anchor` (for the log);
 - `host_batch(epoch, step, batch_size)`: numpy arrays (keys `batch_keys`) with the batch
   on the first axis, a pure function of (seed, epoch, step);
-- `row_keys`: for each model input (`video` and the model's text fields) the batch key
-  holding its row indices into the training split; the trainer gathers those rows;
+- `gathers`: {input name: (table, batch key)}: the trainer gathers rows `batch[key]` of
+  the training table `table` (`video` or a text field of the model) into
+  `inputs[input name]` (through the model's context windows, `Model.windows`, if any);
 - `loss(model, params, inputs, batch, rng) -> (total, {term: scalar})`, traced inside the
   jitted train step; `inputs` are the gathered rows, flattened to [rows, ...].
 """
@@ -27,18 +32,19 @@ import logging
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
 from jaxsvr import losses
-from jaxsvr.data import triplets
+from jaxsvr.data import batches, triplets, windows
 from jaxsvr.data.batches import PairSampler
 from jaxsvr.errors import InputError
 from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, triplet_terms
 from jaxsvr.relevance.class_sets import ClassSets
 from jaxsvr.relevance.levels import LevelRelevance
 
-NAMES = ("triplet", *losses.BATCH_LOSSES)
+NAMES = ("triplet", "contra", *losses.BATCH_LOSSES)
 
 
 def build(
@@ -48,6 +54,8 @@ def build(
     check_name(config)
     if config.loss.name == "triplet":
         return TripletObjective(config, train_split, model)
+    if config.loss.name == "contra":
+        return ContraObjective(config, train_split, model)
     return BatchObjective(config, train_split, model)
 
 
@@ -76,6 +84,11 @@ def _weighted_levels(config, model, allowed: tuple[str, ...]) -> tuple[str, ...]
             f"config.loss.level_weights.{bad[0]}=0"
         )
     return levels
+
+
+def _model_inputs(model, inputs: dict, prefix: str = "") -> dict:
+    """The model's inputs (`video` and its text fields) among the gathered ones."""
+    return {k: inputs[prefix + k] for k in ("video", *model.text_fields)}
 
 
 def _embed(model, params, inputs: dict, rng) -> tuple[Any, Any]:
@@ -137,7 +150,7 @@ class TripletObjective:
             fixed_margin=lo.fixed_margin,
             seed=config.seed,
         )
-        self.row_keys = {"video": "rows", **{f: "rows" for f in model.text_fields}}
+        self.gathers = {k: (k, "rows") for k in ("video", *model.text_fields)}
         self.weights = {
             f"{lv}_{p}": lo.level_weights[lv] * lo.pair_weights[p]
             for lv in self.levels
@@ -199,7 +212,8 @@ class BatchObjective:
             pair_threshold=config.sampler.pair_threshold,
             seed=config.seed,
         )
-        self.row_keys = {"video": "video_rows", **{f: "text_rows" for f in model.text_fields}}
+        self.gathers = {"video": ("video", "video_rows")}
+        self.gathers.update({f: (f, "text_rows") for f in model.text_fields})
 
     def steps_per_epoch(self, batch_size: int) -> int:
         return self.sampler.steps_per_epoch(batch_size)
@@ -215,4 +229,80 @@ class BatchObjective:
             args = (sims[level], batch["rel"][:, i, :]) if self.with_rel else (sims[level],)
             terms[f"{level}_{self.name}"] = self.fn(*args, **self.kwargs)
         total = sum(self.weights[lv] * terms[f"{lv}_{self.name}"] for lv in self.levels)
+        return total, terms
+
+
+class ContraObjective:
+    """ConTra's loss: CML + NEI + UNI over (video, own caption) pairs with neighbours.
+
+    Per batch of B anchor clips (epoch order as every objective): the cross-modal NCE of
+    the [B, B] scores (`losses.cross_modal_nce`, temperature `config.loss.contra.
+    temperature`); uniformity over the 2B unit embeddings (`losses.uniformity`); and the
+    neighbouring loss (`losses.neighbour_nce`): each clip's neighbour (a clip of its
+    window with another narration, drawn per (seed, epoch, step)) is embedded with its own
+    window and is the single negative of the text anchor against its video (when the
+    model has video context) and of the video anchor against its caption (when it has
+    text context). Clips without such a neighbour are masked out of that term. The public
+    code pairs the video-side negatives (encoded for all B clips) with the masked subset
+    of anchors by position, so after the first clip without a neighbour each anchor meets
+    another clip's negative; here row k of every array belongs to clip k.
+    """
+
+    batch_keys = ("video_rows", "text_rows", "neighbour_rows", "has_neighbour")
+    rows_per_anchor = 4  # a video and a caption, their neighbour's video and caption
+
+    def __init__(self, config, train_split, model):
+        c = config.loss.contra
+        self.temperature = c.temperature
+        self.weights = {"cml": c.cml_weight, "nei": c.nei_weight, "uni": c.uni_weight}
+        self.levels = _weighted_levels(config, model, ("action",))
+        context = dict(getattr(model, "windows", {}))
+        self.sides = tuple(
+            side for side, key in (("video", "video"), ("text", "caption")) if context.get(key)
+        )
+        half = max([0, *context.values()])
+        clips = train_split.clips
+        self.neighbours = windows.Neighbours(clips.narration, windows.context_windows(clips, half))
+        self.n, self.seed = len(clips), config.seed
+        self.gathers = {"video": ("video", "video_rows")}
+        self.gathers.update({f: (f, "text_rows") for f in model.text_fields})
+        self.gathers.update(
+            {f"neighbour_{k}": (k, "neighbour_rows") for k in ("video", *model.text_fields)}
+        )
+
+    def steps_per_epoch(self, batch_size: int) -> int:
+        return batches.steps_per_epoch(self.n, batch_size)
+
+    def host_batch(self, epoch: int, step: int, batch_size: int) -> dict[str, np.ndarray]:
+        order = batches.epoch_order(self.seed, epoch, self.n)
+        rows = order[step * batch_size : (step + 1) * batch_size]
+        rng = np.random.default_rng([self.seed, epoch, step, 0x4E31])
+        neighbour, has = self.neighbours.draw(rows, rng)
+        rows = rows.astype(np.int32)
+        return {
+            "video_rows": rows,
+            "text_rows": rows,
+            "neighbour_rows": neighbour,
+            "has_neighbour": has,
+        }
+
+    def loss(self, model, params, inputs: dict, batch: dict, rng):
+        rng, neighbour_rng = jax.random.split(rng)
+        video, text = _embed(model, params, _model_inputs(model, inputs), rng)
+        v, t = video["action"], text["action"]
+        terms = {
+            "cml": losses.cross_modal_nce(v @ t.T, temperature=self.temperature),
+            "uni": losses.uniformity(jnp.concatenate([v, t]), t=2.0),
+            "nei": jnp.zeros((), v.dtype),
+        }
+        if self.sides:
+            neighbour = _model_inputs(model, inputs, "neighbour_")
+            nv, nt = _embed(model, params, neighbour, neighbour_rng)
+            mask = batch["has_neighbour"]
+            kw = dict(temperature=self.temperature)
+            if "video" in self.sides:  # the caption's own clip against the neighbour clip
+                terms["nei"] += losses.neighbour_nce(t, v, nv["action"], mask, **kw)
+            if "text" in self.sides:  # the clip's own caption against the neighbour's
+                terms["nei"] += losses.neighbour_nce(v, t, nt["action"], mask, **kw)
+        total = sum(self.weights[k] * terms[k] for k in terms)
         return total, terms

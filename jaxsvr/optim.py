@@ -1,8 +1,8 @@
 """optax optimisers and learning-rate schedules from `config.optimizer`.
 
 Keys: `name` (sgd | adam | adamw), `lr`, `momentum` (sgd), `weight_decay` (adamw),
-`schedule` (constant | cosine | warmup_linear: linear warm-up over `warmup_steps`, then
-linear decay to 0), `grad_clip` (global norm; 0 = off). Published JPoSE/MME: SGD, lr 0.01,
+`schedule` (constant | cosine | warmup_linear: linear warm-up over `warmup_steps`, or
+over `warmup_fraction` of the run when that is > 0, then linear decay to 0), `grad_clip` (global norm; 0 = off). Published JPoSE/MME: SGD, lr 0.01,
 momentum 0.9.
 """
 
@@ -24,7 +24,10 @@ def schedule(config: ml_collections.ConfigDict, total_steps: int) -> optax.Sched
     if kind == "cosine":
         return optax.cosine_decay_schedule(config.lr, max(total_steps, 1))
     if kind == "warmup_linear":
-        warm = min(config.warmup_steps, total_steps)
+        warm = config.warmup_steps
+        if config.warmup_fraction > 0:
+            warm = round(config.warmup_fraction * total_steps)
+        warm = min(warm, total_steps)
         return optax.join_schedules(
             [
                 optax.linear_schedule(0.0, config.lr, max(warm, 1)),

@@ -47,10 +47,12 @@ import optax
 
 from jaxsvr import models, objectives, optim, parallel
 from jaxsvr.checkpoint import Checkpointer
-from jaxsvr.data import dataset, text
+from jaxsvr.data import dataset, text, windows
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 from jaxsvr.metric_writers import MetricWriter
+
+POSITIVES = ("class", "narration")  # config.eval.positives
 
 
 class TrainingDiverged(RuntimeError):
@@ -115,12 +117,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
         state = ckpt.restore(state)
     start_step = int(jax.device_get(state.step))
     writer = MetricWriter(workdir, enabled=lead, resume_step=start_step if resumed else None)
+    context = dict(getattr(model, "windows", {}))  # input -> window half-width
+    test_windows = {k: windows.context_windows(data.test.clips, m) for k, m in context.items()}
+    test_text = dict(data.test.text)
+    if "caption" in test_windows:  # each sentence in the context of its clip's neighbours
+        rows = test_windows["caption"][data.test.sentence_rows]
+        test_text["caption"] = data.test.clip_captions[rows]
+    positives = config.eval.positives
+    if positives not in POSITIVES:
+        raise InputError(f"unknown config.eval.positives {positives!r}: use one of {POSITIVES}")
     evaluator = RetrievalEvaluator(
         model,
         data.test.video,
-        data.test.text,
+        test_text,
         data.test.relevance,
         mesh,
+        video_windows=test_windows.get("video"),
+        instance=data.test.instance_relevance() if positives == "narration" else None,
         chunk=config.eval.chunk,
         text_chunk=config.eval.text_chunk,
         threshold=config.eval.threshold,
@@ -128,9 +141,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     )
     gather = config.train.gather
     inputs = {"video": data.train.video, **{f: data.train.text[f] for f in model.text_fields}}
-    source = _BatchSource(objective, inputs, batch_size, steps_per_epoch, gather)
+    train_windows = {k: windows.context_windows(data.train.clips, m) for k, m in context.items()}
+    source = _BatchSource(objective, inputs, train_windows, batch_size, steps_per_epoch, gather)
     if gather == "device":
-        tables = {k: jax.device_put(np.asarray(v), rep) for k, v in inputs.items()}
+        tables = {
+            "inputs": {k: jax.device_put(np.asarray(v), rep) for k, v in inputs.items()},
+            "windows": {k: jax.device_put(w, rep) for k, w in train_windows.items()},
+        }
     elif gather == "host":
         tables = {}
     else:
@@ -183,9 +200,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
 
 
 def _init_state(config, model, tx, data, rep) -> TrainState:
-    dummy = {"video": np.zeros((1, *data.train.video.shape[1:]), np.float32)}
-    for f in model.text_fields:
-        dummy[f] = np.zeros((1, *data.train.text[f].shape[1:]), data.train.text[f].dtype)
+    context = dict(getattr(model, "windows", {}))
+    tables = {"video": data.train.video, **{f: data.train.text[f] for f in model.text_fields}}
+    dummy = {}
+    for key, table in tables.items():  # one row, or one window of 2m + 1 rows
+        window = (2 * context[key] + 1,) if key in context else ()
+        dtype = np.float32 if key == "video" else table.dtype
+        dummy[key] = np.zeros((1, *window, *table.shape[1:]), dtype)
 
     @functools.partial(jax.jit, out_shardings=rep)
     def init(rng):
@@ -219,18 +240,24 @@ def _init_state(config, model, tx, data, rep) -> TrainState:
 def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, objective, seed):
     """One optimisation step; returns the new state and the step's loss terms.
 
-    `tables` holds the device-resident inputs ({} when the host gathers): then the batch
-    has row indices (`objective.row_keys`) and the inputs are gathered here; else the batch
-    carries the gathered inputs. Either way the model sees them flattened to [rows, ...].
+    `tables` holds the device-resident inputs and context windows ({} when the host
+    gathers): then the batch has row indices (`objective.gathers`) and the inputs are
+    gathered here, through a window ([rows, W, ...]) where the model has context for that
+    input; else the batch carries the gathered inputs. Either way the model sees them
+    flattened to [rows, ...].
     """
     rng = jax.random.fold_in(jax.random.key(seed), state.step)
     inputs = {}
-    for key, row_key in objective.row_keys.items():
+    for name, (key, row_key) in objective.gathers.items():
         rows = batch[row_key]
         if tables:
-            inputs[key] = jnp.take(tables[key], rows.reshape(-1), axis=0)
+            flat = rows.reshape(-1)
+            window = tables["windows"].get(key)
+            index = flat if window is None else jnp.take(window, flat, axis=0).reshape(-1)
+            x = jnp.take(tables["inputs"][key], index, axis=0)
+            inputs[name] = x if window is None else x.reshape(flat.size, -1, *x.shape[1:])
         else:
-            inputs[key] = batch[key].reshape(rows.size, *batch[key].shape[rows.ndim :])
+            inputs[name] = batch[name].reshape(rows.size, *batch[name].shape[rows.ndim :])
 
     def loss_fn(params):
         return objective.loss(model, params, inputs, batch, rng)
@@ -248,12 +275,12 @@ class _BatchSource:
     gather="device": the objective's arrays (row indices, margins or relevance); the step
     gathers features and text inputs from tables that live on the devices (no per-step
     host copies). gather="host": the inputs themselves are gathered here too, shaped like
-    their row indices (for feature stores too large to keep on the devices;
-    memory-mapped files are read in ascending row order).
+    their row indices (plus the window axis for inputs with context; for feature stores
+    too large to keep on the devices; memory-mapped files are read in ascending row order).
     """
 
-    def __init__(self, objective, inputs: dict, batch_size, steps_per_epoch, gather):
-        self.objective, self.inputs = objective, inputs
+    def __init__(self, objective, inputs: dict, windows, batch_size, steps_per_epoch, gather):
+        self.objective, self.inputs, self.windows = objective, inputs, windows
         self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
         self.gather = gather
         self.cut = parallel.process_slice(batch_size)
@@ -261,18 +288,20 @@ class _BatchSource:
     def keys(self) -> tuple[str, ...]:
         """The keys of every batch."""
         keys = self.objective.batch_keys
-        return keys if self.gather == "device" else (*keys, *self.objective.row_keys)
+        return keys if self.gather == "device" else (*keys, *self.objective.gathers)
 
     def __call__(self, step: int) -> dict[str, np.ndarray]:
         epoch, index = divmod(step - 1, self.steps_per_epoch)
         batch = self.objective.host_batch(epoch, index, self.batch_size)
         batch = {k: v[self.cut] for k, v in batch.items()}
         if self.gather == "host":
-            for key, row_key in self.objective.row_keys.items():
+            for name, (key, row_key) in self.objective.gathers.items():
                 rows = batch[row_key]
+                if key in self.windows:  # [*rows, W] window rows
+                    rows = self.windows[key][rows]
                 table = self.inputs[key]
                 flat = _gather_rows(table, rows.reshape(-1)) if key == "video" else table[rows]
-                batch[key] = flat.reshape(*rows.shape, *table.shape[1:])
+                batch[name] = flat.reshape(*rows.shape, *table.shape[1:])
         return batch
 
 

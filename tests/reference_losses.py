@@ -189,6 +189,43 @@ def info_nce(sim, *, temperature: float = 0.05) -> float:
     return total
 
 
+def cross_modal_nce(sim, *, temperature: float = 0.07) -> float:
+    """ConTra's CML: per pair i, -log of e^{s_ii/T} over the sum of its row and its column."""
+    b = np.shape(sim)[0]
+    S = [[float(x) / temperature for x in row] for row in np.asarray(sim, np.float64)]
+    total = 0.0
+    for i in range(b):
+        joint = [S[i][j] for j in range(b)] + [S[j][i] for j in range(b)]
+        total += _logsumexp(joint) - S[i][i]
+    return total / b
+
+
+def uniformity(x, *, t: float = 2.0) -> float:
+    """log of the mean over the pairs i < j of rows of exp(-t ||x_i - x_j||^2)."""
+    x = np.asarray(x, np.float64)
+    n = len(x)
+    terms = [
+        math.exp(-t * sum((a - b) ** 2 for a, b in zip(x[i], x[j])))
+        for i in range(n)
+        for j in range(i + 1, n)
+    ]
+    return math.log(sum(terms) / len(terms))
+
+
+def neighbour_nce(anchor, positive, negative, mask, *, temperature: float = 0.07) -> float:
+    """Mean over the masked anchors of -log(e^{a.p/T} / (e^{a.p/T} + e^{a.n/T}))."""
+    losses = []
+    for a, p, n, keep in zip(
+        *(np.asarray(x, np.float64) for x in (anchor, positive, negative)), mask
+    ):
+        if not keep:
+            continue
+        pos = float(np.dot(a, p)) / temperature
+        neg = float(np.dot(a, n)) / temperature
+        losses.append(_logsumexp([pos, neg]) - pos)
+    return sum(losses) / len(losses) if losses else 0.0
+
+
 def multi_similarity(
     sim,
     rel,
@@ -231,6 +268,7 @@ REFERENCE_LOSSES = {
         adaptive_mimm,
         sms,
         info_nce,
+        cross_modal_nce,
         multi_similarity,
     )
 }

@@ -79,9 +79,15 @@ def test_eight_fake_devices_follow_the_one_device_loss_curve(reference, tmp_path
     np.testing.assert_allclose([got[s] for s in want], [want[s] for s in want], rtol=0, atol=1e-5)
 
 
-def test_batch_loss_on_eight_fake_devices_follows_one_device(tmp_path):
-    """SMS over heads, relevant-caption pairing: the [B, B] loss of a sharded batch."""
-    arg = "configs/epic_sms.py:sms,runlocal"
+@pytest.mark.parametrize(
+    "arg",
+    [
+        "configs/epic_sms.py:sms,runlocal",  # relevant-caption pairing, [B, B] loss
+        "configs/epic_contra.py:context=both,m=2,runlocal",  # windows, neighbours
+    ],
+)
+def test_batch_loss_on_eight_fake_devices_follows_one_device(tmp_path, arg):
+    """A [B, B] loss of a sharded batch: SMS over heads, and ConTra's CML + NEI + UNI."""
     one = run_main(tmp_path / "one", "--config.train.num_epochs=2", config_arg=arg)
     assert one.returncode == 0, one.stderr[-3000:]
     eight = run_main(tmp_path / "eight", "--config.train.num_epochs=2", config_arg=arg, devices=8)

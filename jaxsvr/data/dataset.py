@@ -28,7 +28,16 @@ from pathlib import Path
 import ml_collections
 import numpy as np
 
-from jaxsvr.data import epic100, features, kitchen, roles, synthetic, synthetic_text, text
+from jaxsvr.data import (
+    epic100,
+    features,
+    kitchen,
+    roles,
+    synthetic,
+    synthetic_text,
+    text,
+    windows,
+)
 from jaxsvr.data.epic100 import Clips
 from jaxsvr.errors import InputError
 from jaxsvr.relevance import class_relevance
@@ -55,6 +64,15 @@ class TestSplit:
     video: np.ndarray  # [Nv, D] or [Nv, T, D] float32
     text: dict[str, np.ndarray]  # field -> [Nt, ...], one row per sentence
     relevance: np.ndarray  # [Nv, Nt] float32 class relevance
+    clips: Clips  # the test clips (videos), for context windows
+    sentence_rows: np.ndarray  # [Nt] the clip whose narration each sentence is
+    clip_captions: np.ndarray  # [Nv, L] caption token ids of every test clip (windows)
+
+    def instance_relevance(self) -> np.ndarray:
+        """[Nv, Nt] float32: 1 where the clip's narration is the sentence (single-instance
+        retrieval, as ConTra evaluates EPIC), else 0."""
+        ids = windows.text_ids(self.clips.narration)
+        return (ids[:, None] == ids[self.sentence_rows][None, :]).astype(np.float32)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -134,7 +152,10 @@ def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS
             data, train_clips, test_clips, test_sents, sent_rows, num_verbs, num_nouns
         )
     train = TrainSplit(train_clips, train_video, train_text)
-    test = TestSplit(test_video, test_text, rel)
+    clip_captions = text.encode(
+        [text.tokenize(c) for c in test_clips.narration], vocab, lengths["caption"]
+    )
+    test = TestSplit(test_video, test_text, rel, test_clips, np.asarray(sent_rows), clip_captions)
     logging.info(
         "data: train %d clips; test %d clips x %d sentences (relevance mean %.4f); "
         "video features %s",

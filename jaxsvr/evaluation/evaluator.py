@@ -11,6 +11,12 @@ their jitted `similarity`: the sentence embeddings go to the devices once (repli
 each chunk of videos is embedded and stays on the devices (split over the mesh) while it
 is scored against every sentence block, and only the [chunk, text_chunk] scores return.
 `jaxsvr.evaluation.evaluate` ranks the [Nv, Nt] matrix against the class relevance.
+
+Context models (ConTra) see each test clip in its window: `video_windows` [Nv, W] rows are
+gathered per chunk from the feature store (the sentences come already windowed). With an
+`instance` relevance (single-instance retrieval: the clips narrated with the sentence), the
+recall metrics (R@K, ranks, RSum) count those as positives, and the class-threshold ones
+are kept as `class_*`; nDCG and mAP always use the class relevance.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from jax.experimental import multihost_utils
 from jaxsvr import parallel
 from jaxsvr.evaluation.metrics import evaluate
 
+# metrics that depend on which items are positives (not nDCG / mAP)
+RECALL_KEYS = ("r1_", "r5_", "r10_", "medr_", "meanr_", "geomean_", "rsum", "excluded_recall_")
+
 
 class RetrievalEvaluator:
     """Args:
@@ -36,6 +45,8 @@ class RetrievalEvaluator:
     mesh: the device mesh; chunk: rows per embedding call (a multiple of the devices).
     text_chunk: sentences per similarity block (non-dot-product models).
     threshold, backend: as in `evaluate`.
+    video_windows: [Nv, W] rows of each test clip's context window, for context models.
+    instance: [Nv, Nt] binary positives for the recall metrics (else R >= threshold).
     """
 
     def __init__(
@@ -50,11 +61,14 @@ class RetrievalEvaluator:
         text_chunk: int = 512,
         threshold: float = 1.0,
         backend: str = "auto",
+        video_windows: np.ndarray | None = None,
+        instance: np.ndarray | None = None,
     ):
         devices = mesh.shape["data"]
         self.chunk = max(devices, chunk // devices * devices)
         self.text_chunk = max(1, text_chunk)
         self.video, self.relevance = video, relevance
+        self.video_windows, self.instance = video_windows, instance
         self.text = {f: text[f] for f in model.text_fields}
         self.mesh, self.dot = mesh, model.dot_product
         self.threshold, self.backend = threshold, backend
@@ -83,7 +97,7 @@ class RetrievalEvaluator:
         t = self._embed(self._embed_text, params, self.text)
         if not self.dot:
             return self._blocks(params, t)
-        v = self._embed(self._embed_video, params, {"video": self.video})
+        v = self._embed(self._embed_video, params, {"video": self.video}, self.video_windows)
         return v @ t.T
 
     def __call__(self, params: Any, *, with_similarity: bool = False) -> dict[str, Any]:
@@ -91,18 +105,21 @@ class RetrievalEvaluator:
         start = time.perf_counter()
         sim = self.similarity(params)
         metrics = evaluate(sim, self.relevance, threshold=self.threshold, backend=self.backend)
+        if self.instance is not None:
+            single = evaluate(sim, self.instance, backend=self.backend)
+            for key in [k for k in metrics if k.startswith(RECALL_KEYS)]:
+                metrics[f"class_{key}"], metrics[key] = metrics[key], single[key]
         metrics["eval_seconds"] = time.perf_counter() - start
         if with_similarity:
             metrics["similarity"] = sim
         return metrics
 
-    def _embed(self, fn, params, arrays: dict[str, np.ndarray]):
+    def _embed(self, fn, params, arrays: dict[str, np.ndarray], windows=None):
         n = len(next(iter(arrays.values())))
         out = []
         for start in range(0, n, self.chunk):
             part = {
-                k: _pad(np.asarray(v[start : start + self.chunk]), self.chunk)
-                for k, v in arrays.items()
+                k: _pad(_rows(v, start, self.chunk, windows), self.chunk) for k, v in arrays.items()
             }
             emb = fn(params, parallel.global_batch(_local(part), self.mesh))
             out.append(jax.tree.map(_to_host, emb))
@@ -115,7 +132,8 @@ class RetrievalEvaluator:
         text_dev = jax.device_put(padded, parallel.replicated(self.mesh))
         out = np.empty((nv, nt), np.float32)
         for v0 in range(0, nv, self.chunk):
-            part = {"video": _pad(np.asarray(self.video[v0 : v0 + self.chunk]), self.chunk)}
+            rows_v = _rows(self.video, v0, self.chunk, self.video_windows)
+            part = {"video": _pad(rows_v, self.chunk)}
             video_emb = self._embed_video(params, parallel.global_batch(_local(part), self.mesh))
             rows = min(self.chunk, nv - v0)
             for t0 in range(0, nt, step):
@@ -123,6 +141,13 @@ class RetrievalEvaluator:
                 cols = min(step, nt - t0)
                 out[v0 : v0 + rows, t0 : t0 + cols] = _to_host(block)[:rows, :cols]
         return out
+
+
+def _rows(x: np.ndarray, start: int, size: int, windows: np.ndarray | None) -> np.ndarray:
+    """Rows start .. start + size of x, or their context windows ([size, W, ...])."""
+    if windows is None:
+        return np.asarray(x[start : start + size])
+    return np.asarray(x[windows[start : start + size]])
 
 
 def _to_host(x: jax.Array) -> np.ndarray:

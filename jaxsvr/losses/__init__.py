@@ -6,7 +6,8 @@
 - `mining`: batch hinge losses with online mining over a [B, B] similarity matrix
   (max-margin, relevance margin, RAN, RANP, semi-hard) and the max-margin ranking losses
   MI-MM, adaptive MI-MM and SMS.
-- `contrastive`: InfoNCE and Multi-Similarity.
+- `contrastive`: InfoNCE, ConTra's cross-modal NCE, Multi-Similarity; and ConTra's
+  embedding terms `uniformity` and `neighbour_nce` (used by the `contra` objective).
 
 `BATCH_LOSSES` maps config names (`config.loss.name`) to the batch losses; their keyword
 arguments are config keys `config.loss.<name>.<keyword>` (`jaxsvr.configs`).
@@ -16,7 +17,13 @@ from __future__ import annotations
 
 import inspect
 
-from jaxsvr.losses.contrastive import info_nce, multi_similarity
+from jaxsvr.losses.contrastive import (
+    cross_modal_nce,
+    info_nce,
+    multi_similarity,
+    neighbour_nce,
+    uniformity,
+)
 from jaxsvr.losses.mining import (
     adaptive_mimm,
     max_margin,
@@ -41,6 +48,7 @@ BATCH_LOSSES = {
         adaptive_mimm,
         sms,
         info_nce,
+        cross_modal_nce,
         multi_similarity,
     )
 }
@@ -62,6 +70,9 @@ def keyword_defaults(fn) -> dict:
 
 __all__ = [
     "BATCH_LOSSES",
+    "cross_modal_nce",
+    "neighbour_nce",
+    "uniformity",
     "PAIR_TYPES",
     "adaptive_mimm",
     "info_nce",

@@ -6,6 +6,17 @@ and text-to-video (columns) parts.
 
 - `info_nce`: symmetric InfoNCE / NormSoftmax (Oord et al. 2018; the `NormSoftmaxLoss` of
   the EgoVLP and RAN code): -mean_i log softmax_j(s_ij / T)[i] per direction.
+- `cross_modal_nce`: ConTra's cross-modal NCE (Fragomeni et al. ACCV 2022, eq. 6): one
+  joint denominator per pair i over its row and its column,
+  -mean_i [s_ii / T - log(sum_j exp(s_ij / T) + sum_j exp(s_ji / T))]
+  (s_ii appears in both sums, as in the paper and the public code).
+
+ConTra's other two terms work on embeddings rather than a score matrix:
+- `uniformity`: log of the mean of exp(-t ||u - u'||^2) over all pairs of rows (Wang &
+  Isola 2020), applied to the 2B clip and sentence embeddings (t = 2).
+- `neighbour_nce`: each anchor's positive against a single negative, its clip's temporal
+  neighbour with another narration: -log(e^{a.p/T} / (e^{a.p/T} + e^{a.n/T})), averaged
+  over the anchors that have a neighbour (`mask`); 0 when none has.
 - `multi_similarity`: the Multi-Similarity loss (Wang et al., CVPR 2019) across modalities:
   for anchor i, positives P = {j : rel[i, j] >= tau} plus the paired item i, negatives the
   rest. Pair mining as in the paper: a negative is kept if s_ij + eps > min_P s, a
@@ -31,6 +42,47 @@ def info_nce(sim: jnp.ndarray, *, temperature: float = 0.05) -> jnp.ndarray:
         return -jnp.mean(jnp.diagonal(jax.nn.log_softmax(s / temperature, axis=1)))
 
     return one_way(sim) + one_way(sim.T)
+
+
+def cross_modal_nce(sim: jnp.ndarray, *, temperature: float = 0.07) -> jnp.ndarray:
+    """ConTra's cross-modal NCE: the positive against its row and column jointly."""
+    check_inputs(sim)
+    s = sim / temperature
+    joint = jax.nn.logsumexp(jnp.concatenate([s, s.T], axis=1), axis=1)  # row i + column i
+    return jnp.mean(joint - jnp.diagonal(s))
+
+
+def uniformity(x: jnp.ndarray, *, t: float = 2.0) -> jnp.ndarray:
+    """log mean_{i < j} exp(-t ||x_i - x_j||^2) over the rows of x [n, d] (n >= 2)."""
+    n = x.shape[0]
+    if n < 2:
+        raise ValueError(f"uniformity needs at least 2 rows, got {n}")
+    sq = jnp.sum(x * x, axis=1)
+    dist = jnp.maximum(sq[:, None] + sq[None, :] - 2.0 * (x @ x.T), 0.0)
+    upper = jnp.triu(jnp.ones((n, n), bool), k=1)
+    logits = jnp.where(upper, -t * dist, -jnp.inf)
+    return jax.nn.logsumexp(logits) - jnp.log(n * (n - 1) / 2)
+
+
+def neighbour_nce(
+    anchor: jnp.ndarray,
+    positive: jnp.ndarray,
+    negative: jnp.ndarray,
+    mask: jnp.ndarray,
+    *,
+    temperature: float = 0.07,
+) -> jnp.ndarray:
+    """Two-way softmax of each anchor's positive against its neighbour negative.
+
+    Args:
+      anchor, positive, negative: [B, d] embeddings (row k of each belong together).
+      mask: [B] bool, anchors that have a neighbour negative.
+    """
+    pos = jnp.sum(anchor * positive, axis=-1) / temperature
+    neg = jnp.sum(anchor * negative, axis=-1) / temperature
+    loss = jnp.logaddexp(pos, neg) - pos
+    count = jnp.sum(mask)
+    return jnp.sum(jnp.where(mask, loss, 0.0)) / jnp.maximum(count, 1)
 
 
 def multi_similarity(

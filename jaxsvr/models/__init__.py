@@ -26,6 +26,9 @@ Class attributes:
 - `dot_product`: True when every level's embeddings are unit vectors and a score is their
   dot product (MME, JPoSE, heads). Such models also get within-modality triplet terms
   (text-text, video-video), and the evaluator scores them with one matrix product.
+- `windows` (context models, ConTra): {input: m}, the half-width of the context window
+  the data gathers for that input: the model then gets [n, 2m + 1, ...] (the item in the
+  centre, `jaxsvr.data.windows`) instead of [n, ...].
 - The word-embedding table, when a model has one, is the submodule `words` holding an
   `nn.Embed` named `table` (`params["params"]["words"]["table"]["embedding"]`), so a
   word-vector file (`config.data.word_vectors`) can initialise it.
@@ -42,7 +45,7 @@ import ml_collections
 
 from jaxsvr.errors import InputError
 
-NAMES = ("mme", "jpose", "hgr", "heads")
+NAMES = ("mme", "jpose", "hgr", "heads", "contra")
 
 
 def model_class(name: str) -> type:
@@ -81,7 +84,7 @@ def dot_pair_similarity(video: dict, text: dict, levels: tuple[str, ...]) -> dic
 
 class DotProductModel(nn.Module):
     """Base of models whose every level is a unit vector per item, scored by dot products
-    (MME, JPoSE, heads): subclasses define `levels`, `text_fields`, `embed_video` and
+    (MME, JPoSE, heads, ConTra): subclasses define `levels`, `text_fields`, `embed_video` and
     `embed_text`."""
 
     dot_product = True

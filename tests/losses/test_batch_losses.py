@@ -35,11 +35,12 @@ NAMES = (
     "adaptive_mimm",
     "sms",
     "info_nce",
+    "cross_modal_nce",
     "multi_similarity",
 )
 RELEVANCE_NAMES = {"relevance_margin", "ran", "ranp", "adaptive_mimm", "sms", "multi_similarity"}
 # Losses that are smooth in `sim` (apart from the mining thresholds of multi_similarity).
-SMOOTH = {"info_nce", "multi_similarity"}
+SMOOTH = {"info_nce", "cross_modal_nce", "multi_similarity"}
 
 # (name, keywords): defaults, hard=False where it exists, and non-default values. tau = 0.5 or
 # 0.75 hits relevance levels exactly (>= at the boundary); sms eps = 0.3 makes |W| = 0.25 "equal".
@@ -66,6 +67,8 @@ CASES = [
     ("sms", {"margin": 0.3, "relax": 0.2, "eps": 0.3}),
     ("info_nce", {}),
     ("info_nce", {"temperature": 0.5}),
+    ("cross_modal_nce", {}),
+    ("cross_modal_nce", {"temperature": 0.5}),
     ("multi_similarity", {}),
     ("multi_similarity", {"tau": 0.5, "alpha": 1.0, "beta": 10.0, "lam": 0.2, "eps": 0.3}),
 ]
@@ -180,9 +183,11 @@ def test_single_item_batch_is_zero(name, kw):
     value, grad = jax.value_and_grad(lambda s: call(fn, name, s, jnp.asarray(rel)))(
         jnp.asarray(sim)
     )
-    assert float(value) == 0.0
+    # ConTra's joint denominator counts the match twice (row and column): log 2 at B = 1
+    want = np.log(2.0) if name == "cross_modal_nce" else 0.0
+    np.testing.assert_allclose(float(value), want, rtol=1e-6)
     assert np.all(np.isfinite(grad))
-    assert reference(name, kw, sim, rel) == 0.0
+    np.testing.assert_allclose(reference(name, kw, sim, rel), want, rtol=1e-12)
 
 
 @pytest.mark.parametrize("name,kw", CASES, ids=CASE_IDS)

@@ -1,0 +1,211 @@
+"""ConTra (Fragomeni et al., "ConTra: (Con)text (Tra)nsformer for Cross-Modal Video
+Retrieval", ACCV 2022), after the public code (adrianofragomeni/ConTra:
+`src/models/contra.py`, `text_model.py`).
+
+ConTra embeds a clip together with its neighbours in the untrimmed video: a transformer
+attends over the window of 2m+1 consecutive clips centred on it, and the centre
+position's output is the clip's embedding. Sentences can take the same context (the
+2m+1 consecutive captions of the video); with m = 0 a sentence stands alone.
+
+Video (`embed_video`; window [n, 2 m_video + 1, D] of clip features, centre at index
+m_video, or [n, 2 m_video + 1, T, D] per-segment features averaged over T first):
+  x_i = P dropout(f_i)                          Dense(embed_dim), per window position i
+  z = TransformerEncoder(dropout(x + E))        E: learnt positions [2m+1, embed_dim],
+                                                init N(0, 0.001)
+  v = l2_normalise(g(z_m))                      the centre position's output
+The transformer (`ContextEncoder`) is PyTorch's `nn.TransformerEncoder` as the public code
+builds it: `layers` post-LayerNorm layers,
+  x = LN(x + dropout(SelfAttention(x)))        attention weights dropped out too,
+  x = LN(x + dropout(W_2 dropout(relu(W_1 x))))  W_1: embed_dim -> ff_dim,
+then a final LayerNorm (eps 1e-5 everywhere). g is the paper's residual MLP,
+g(x) = x + W_4 relu(W_3 x) (both embed_dim -> embed_dim), when `residual_mlp`; otherwise
+the identity (the public code).
+
+Text (`embed_text`; windows [n, 2 m_text + 1, L] of token ids, 0 = padding):
+  s = W_o dropout(max_{t valid} relu(W_h w_t))  w_t: word vectors (`words/table`),
+                                                W_h: word_dim -> text_hidden (2048),
+                                                W_o: text_hidden -> embed_dim
+per sentence (shared weights), a sentence without tokens giving max = 0. m_text = 0:
+t = l2_normalise(s); m_text > 0: the sentences of the window go through a second context
+encoder (own parameters; `text_layers`, `text_heads`), t = l2_normalise(g(z_m)) as above.
+Scores are dot products of the unit vectors (`DotProductModel`), level `action`.
+
+Differences from the public code:
+- The max over words skips padding (id 0); the public code max-pools over all 16 slots,
+  padding included, so a short sentence's vector depends on the padding row's embedding.
+  Unknown words (id 1) take part with their own (learned) vector; the public code's
+  tokeniser drops words outside its dictionary.
+- With m_text = 0 the sentence vector is the embedding itself; the public code still runs
+  a transformer (with positional embedding, dropout and final LayerNorm) over the window
+  of one sentence.
+- The residual MLP g of the paper is an option (`residual_mlp`), off by default as in the
+  public code, which omits it.
+- Word embeddings are learned (initialised N(0, 0.1), or from a word-vector file by the
+  trainer, `config.data.word_vectors`); the public code keeps its HowTo100M word2vec table
+  (S3D text model) frozen, fine-tuning W_h and W_o from that model.
+- Flax initialisers (LeCun normal kernels, zero biases) instead of PyTorch's.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from jaxsvr.errors import InputError
+from jaxsvr.models import DotProductModel
+from jaxsvr.models.mme import l2_normalize, word_table
+
+LN_EPS = 1e-5  # PyTorch's LayerNorm default (Flax's is 1e-6)
+POSITION_STD = 0.001  # the public code's init of the positional embedding
+
+
+class WordTable(nn.Module):
+    """Word-embedding lookup, `table` being the `nn.Embed` word vectors are written to."""
+
+    vocab_size: int
+    word_dim: int
+
+    @nn.compact
+    def __call__(self, ids: jnp.ndarray) -> jnp.ndarray:
+        return word_table(self.vocab_size, self.word_dim)(ids)
+
+
+class EncoderLayer(nn.Module):
+    """PyTorch's default `nn.TransformerEncoderLayer`: post-LayerNorm, ReLU feed-forward,
+    dropout on the attention weights and on both residual branches."""
+
+    heads: int
+    ff_dim: int
+    dropout: float
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray, train: bool = False) -> jnp.ndarray:  # [n, W, d]
+        d = x.shape[-1]
+        attn = nn.MultiHeadDotProductAttention(
+            num_heads=self.heads,
+            dropout_rate=self.dropout,
+            deterministic=not train,
+            name="attention",
+        )(x, x)
+        x = nn.LayerNorm(epsilon=LN_EPS, name="norm1")(x + self._drop(attn, train))
+        h = nn.relu(nn.Dense(self.ff_dim, name="ff1")(x))
+        h = nn.Dense(d, name="ff2")(self._drop(h, train))
+        return nn.LayerNorm(epsilon=LN_EPS, name="norm2")(x + self._drop(h, train))
+
+    def _drop(self, x: jnp.ndarray, train: bool) -> jnp.ndarray:
+        return nn.Dropout(self.dropout, deterministic=not train)(x)
+
+
+class ContextEncoder(nn.Module):
+    """Window [n, W, d] -> centre embedding [n, d] (not normalised): learnt positions,
+    dropout, `layers` encoder layers, final LayerNorm, the centre output, then g when
+    `residual_mlp`."""
+
+    layers: int
+    heads: int
+    ff_dim: int
+    dropout: float
+    residual_mlp: bool = False
+
+    @nn.compact
+    def __call__(self, x: jnp.ndarray, train: bool = False) -> jnp.ndarray:
+        _, width, d = x.shape
+        position = self.param("position", nn.initializers.normal(POSITION_STD), (width, d))
+        x = nn.Dropout(self.dropout, deterministic=not train)(x + position)
+        for i in range(self.layers):
+            x = EncoderLayer(self.heads, self.ff_dim, self.dropout, name=f"layer{i}")(x, train)
+        centre = nn.LayerNorm(epsilon=LN_EPS, name="norm")(x)[:, width // 2]
+        if self.residual_mlp:  # g of the paper: x + MLP(x)
+            h = nn.relu(nn.Dense(d, name="g_hidden")(centre))
+            centre = centre + nn.Dense(d, name="g_out")(h)
+        return centre
+
+
+class SentenceEncoder(nn.Module):
+    """Token ids [..., L] -> [..., embed_dim]: per-word Dense + ReLU, max over the words
+    that are not padding, dropout, Dense (the S3D/HowTo100M sentence model of the public
+    code)."""
+
+    hidden: int
+    embed_dim: int
+    dropout: float
+
+    @nn.compact
+    def __call__(self, words: jnp.ndarray, ids: jnp.ndarray, train: bool = False):
+        h = nn.relu(nn.Dense(self.hidden, name="hidden")(words))  # [..., L, hidden]
+        # h >= 0, so zeroing padding before the max is the max over valid words (0 if none)
+        h = jnp.max(jnp.where((ids > 0)[..., None], h, 0.0), axis=-2)
+        h = nn.Dropout(self.dropout, deterministic=not train)(h)
+        return nn.Dense(self.embed_dim, name="out")(h)
+
+
+class Model(DotProductModel):
+    """ConTra: {'action': [n, embed_dim]} for clip windows and caption windows."""
+
+    vocab_size: int
+    video_dim: int
+    embed_dim: int = 512
+    word_dim: int = 300
+    text_hidden: int = 2048
+    m_video: int = 4
+    m_text: int = 0
+    video_layers: int = 2
+    video_heads: int = 8
+    text_layers: int = 2
+    text_heads: int = 8
+    ff_dim: int = 2048
+    dropout: float = 0.3
+    residual_mlp: bool = False
+
+    levels = ("action",)
+    text_fields = ("caption",)
+
+    @property
+    def windows(self) -> dict[str, int]:
+        """Half-widths m of the context windows the data builds per input (2m+1 items)."""
+        return {"video": self.m_video, "caption": self.m_text}
+
+    def setup(self):
+        for field in ("m_video", "m_text"):
+            if getattr(self, field) < 0:
+                raise InputError(f"config.model.{field} < 0: use a window half-width >= 0")
+        context = dict(ff_dim=self.ff_dim, dropout=self.dropout, residual_mlp=self.residual_mlp)
+        self.video_drop = nn.Dropout(self.dropout)
+        self.video_proj = nn.Dense(self.embed_dim, name="video_proj")
+        self.video_context = ContextEncoder(
+            self.video_layers, self.video_heads, name="video_context", **context
+        )
+        self.words = WordTable(self.vocab_size, self.word_dim, name="words")
+        self.sentence = SentenceEncoder(
+            self.text_hidden, self.embed_dim, self.dropout, name="sentence"
+        )
+        if self.m_text > 0:
+            self.text_context = ContextEncoder(
+                self.text_layers, self.text_heads, name="text_context", **context
+            )
+
+    def embed_video(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
+        video = batch["video"]  # [n, W, D] or [n, W, T, D]
+        _check_window(video, "video", self.m_video, (3, 4))
+        if video.ndim == 4:
+            video = jnp.mean(video, axis=-2)
+        x = self.video_proj(self.video_drop(video, deterministic=not train))  # [n, W, d]
+        return {"action": l2_normalize(self.video_context(x, train))}
+
+    def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
+        ids = batch["caption"]  # [n, W, L]
+        _check_window(ids, "caption", self.m_text, (3,))
+        s = self.sentence(self.words(ids), ids, train)  # [n, W, d]
+        if self.m_text == 0:
+            return {"action": l2_normalize(s[:, 0])}
+        return {"action": l2_normalize(self.text_context(s, train))}
+
+
+def _check_window(x: jnp.ndarray, name: str, m: int, ndims: tuple[int, ...]) -> None:
+    """Raise unless x has one of `ndims` dimensions and 2m+1 window items on axis 1."""
+    if x.ndim not in ndims or x.shape[1] != 2 * m + 1:
+        dims = " or ".join(map(str, ndims))
+        raise InputError(
+            f"batch[{name!r}] has shape {tuple(x.shape)}: ConTra expects a {dims}-dim array"
+            f" with windows of 2m+1 = {2 * m + 1} items on axis 1 (m = {m})"
+        )

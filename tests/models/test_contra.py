@@ -1,0 +1,179 @@
+"""ConTra: shapes and norms per window size, context dependence, padding, positional init,
+the residual MLP g, per-segment video, dropout, jit and gradients (tiny dims)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxsvr.errors import InputError
+from jaxsvr.models import contra
+
+N, D, T, L, VOCAB = 3, 10, 4, 5, 20
+DIMS = dict(
+    vocab_size=VOCAB,
+    video_dim=D,
+    embed_dim=8,
+    word_dim=6,
+    text_hidden=12,
+    video_layers=2,
+    video_heads=2,
+    text_layers=1,
+    text_heads=2,
+    ff_dim=16,
+)
+
+
+def make_model(m_video=2, m_text=1, **kw):
+    return contra.Model(**{**DIMS, "m_video": m_video, "m_text": m_text, **kw})
+
+
+def make_batch(m_video=2, m_text=1, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, VOCAB, size=(N, 2 * m_text + 1, L)).astype(np.int32)
+    ids[:, :, 3:] = 0  # padding
+    ids[0, 0, 1:] = 0  # a one-word sentence
+    return {
+        "video": rng.normal(size=(N, 2 * m_video + 1, D)).astype(np.float32),
+        "caption": ids,
+    }
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model = make_model()
+    batch = make_batch()
+    params = jax.jit(model.init)(jax.random.key(0), batch)
+    return model, params, batch
+
+
+def video(model, params, batch, **kw):
+    return np.asarray(model.apply(params, batch, method=model.embed_video, **kw)["action"])
+
+
+def text(model, params, batch, **kw):
+    return np.asarray(model.apply(params, batch, method=model.embed_text, **kw)["action"])
+
+
+@pytest.mark.parametrize("m_video", [0, 2])
+@pytest.mark.parametrize("m_text", [0, 1])
+def test_shapes_norms_and_windows(m_video, m_text):
+    model = make_model(m_video, m_text)
+    assert model.windows == {"video": m_video, "caption": m_text}
+    batch = make_batch(m_video, m_text)
+    params = model.init(jax.random.key(0), batch)
+    v, t = model.apply(params, batch)
+    for e in (v["action"], t["action"]):
+        assert e.shape == (N, 8)
+        np.testing.assert_allclose(np.linalg.norm(e, axis=-1), 1, atol=1e-5)
+    sim = model.apply(params, v, t, method=model.similarity)["action"]
+    np.testing.assert_allclose(sim, v["action"] @ t["action"].T, atol=1e-6)
+    p = params["params"]
+    assert p["video_context"]["position"].shape == (2 * m_video + 1, 8)
+    assert ("text_context" in p) == (m_text > 0)
+    assert p["words"]["table"]["embedding"].shape == (VOCAB, 6)
+    # rows are embedded independently of one another
+    one = {k: x[1:2] for k, x in batch.items()}
+    np.testing.assert_allclose(video(model, params, one)[0], v["action"][1], atol=1e-5)
+    np.testing.assert_allclose(text(model, params, one)[0], t["action"][1], atol=1e-5)
+
+
+def test_centre_depends_on_neighbour_clips_and_sentences(setup):
+    model, params, batch = setup
+    v, t = video(model, params, batch), text(model, params, batch)
+    moved = dict(batch, video=batch["video"].copy())
+    moved["video"][:, 0] += 1.0  # the first neighbour clip of every window
+    assert not np.allclose(video(model, params, moved), v, atol=1e-4)
+    moved = dict(batch, caption=batch["caption"].copy())
+    moved["caption"][:, 2, 0] = moved["caption"][:, 2, 0] % (VOCAB - 2) + 2  # next sentence
+    assert not np.allclose(text(model, params, moved), t, atol=1e-4)
+
+
+def test_window_of_one_has_no_neighbours():
+    model = make_model(m_video=0, m_text=0)
+    batch = make_batch(0, 0)
+    params = model.init(jax.random.key(0), batch)
+    with pytest.raises(InputError, match="2m\\+1 = 1"):
+        model.apply(params, make_batch(2, 0), method=model.embed_video)
+    with pytest.raises(InputError, match="caption"):
+        model.apply(params, make_batch(0, 1), method=model.embed_text)
+    with pytest.raises(InputError, match="m_text"):
+        make_model(m_text=-1).init(jax.random.key(0), batch)
+
+
+@pytest.mark.parametrize("m_text", [0, 1])
+def test_padding_does_not_change_the_sentence(m_text):
+    model = make_model(m_video=0, m_text=m_text)
+    batch = make_batch(0, m_text)
+    params = model.init(jax.random.key(0), batch)
+    padded = dict(batch, caption=np.pad(batch["caption"], ((0, 0), (0, 0), (0, 4))))
+    np.testing.assert_allclose(text(model, params, padded), text(model, params, batch), atol=1e-6)
+    # a sentence without tokens max-pools to zero (the output bias is zero at init)
+    empty = dict(batch, caption=np.zeros_like(batch["caption"]))
+    if m_text == 0:
+        np.testing.assert_array_equal(text(model, params, empty), 0)
+
+
+def test_positional_init_and_residual_mlp():
+    wide = make_model(m_video=4, embed_dim=64, video_heads=4)
+    params = wide.init(jax.random.key(0), make_batch(4, 1))["params"]
+    position = params["video_context"]["position"]  # [9, 64]
+    assert position.shape == (9, 64)
+    assert 0.0008 < float(jnp.std(position)) < 0.0012
+
+    batch = make_batch()
+    with_g = make_model(residual_mlp=True)
+    params = with_g.init(jax.random.key(0), batch)
+    for branch in ("video_context", "text_context"):
+        assert {"g_hidden", "g_out"} <= set(params["params"][branch])
+    plain = make_model()
+    without_g = jax.tree_util.tree_map(lambda x: x, params)  # copy, then drop g
+    for branch in ("video_context", "text_context"):
+        for name in ("g_hidden", "g_out"):
+            del without_g["params"][branch][name]
+    assert jax.tree_util.tree_structure(without_g) == jax.tree_util.tree_structure(
+        plain.init(jax.random.key(0), batch)
+    )
+    assert not np.allclose(video(with_g, params, batch), video(plain, without_g, batch))
+    assert not np.allclose(text(with_g, params, batch), text(plain, without_g, batch))
+
+
+def test_per_segment_video_is_averaged_over_segments(setup):
+    model, params, batch = setup
+    rng = np.random.default_rng(1)
+    segments = rng.normal(size=(N, 5, T, D)).astype(np.float32)
+    np.testing.assert_allclose(
+        video(model, params, dict(batch, video=segments)),
+        video(model, params, dict(batch, video=segments.mean(axis=2))),
+        atol=1e-5,
+    )
+
+
+def test_dropout_only_in_training(setup):
+    model, params, batch = setup
+    for embed in (video, text):
+        eval_a = embed(model, params, batch)
+        np.testing.assert_array_equal(embed(model, params, batch, train=False), eval_a)
+        train_a = embed(model, params, batch, train=True, rngs={"dropout": jax.random.key(1)})
+        train_b = embed(model, params, batch, train=True, rngs={"dropout": jax.random.key(2)})
+        assert not np.allclose(train_a, eval_a, atol=1e-4)
+        assert not np.allclose(train_a, train_b, atol=1e-4)
+
+
+def test_jit_and_finite_gradients(setup):
+    model, params, batch = setup
+    v, t = jax.jit(model.apply)(params, batch)
+    np.testing.assert_allclose(v["action"], video(model, params, batch), atol=1e-5)
+    np.testing.assert_allclose(t["action"], text(model, params, batch), atol=1e-5)
+
+    @jax.jit
+    def loss(p):
+        v, t = model.apply(p, batch, True, rngs={"dropout": jax.random.key(3)})
+        return jnp.sum(model.apply(p, v, t, method=model.similarity)["action"])
+
+    grads = jax.grad(loss)(params)["params"]
+    for path, g in jax.tree_util.tree_leaves_with_path(grads):
+        assert np.all(np.isfinite(g)), jax.tree_util.keystr(path)
+    for branch in ("video_context", "text_context"):
+        assert np.any(grads[branch]["position"] != 0)
+    assert np.any(grads["words"]["table"]["embedding"] != 0)

@@ -1,0 +1,144 @@
+"""ConTra training: the objective's three terms against the reference losses on real
+model embeddings (neighbours aligned row by row), context variants, narration-instance
+evaluation, host vs device gathering, config variants."""
+
+import jax
+import numpy as np
+import pytest
+from reference_losses import cross_modal_nce, neighbour_nce, uniformity
+from train_runs import config, jsonl
+
+from jaxsvr import models, objectives, train
+from jaxsvr.data import dataset, windows
+from jaxsvr.errors import InputError
+
+ONE = dict(train__num_epochs=1, eval__every_epochs=1)
+
+
+def embed(model, params, inputs):
+    v = model.apply(params, inputs, method=model.embed_video)["action"]
+    t = model.apply(params, inputs, method=model.embed_text)["action"]
+    return np.asarray(v, np.float64), np.asarray(t, np.float64)
+
+
+@pytest.mark.parametrize("context", ["clip", "text", "both", "none"])
+def test_objective_terms_match_the_reference(context):
+    c = config("epic_contra", f"context={context},m=2,runlocal", model__dropout=0.0)
+    data = dataset.load(c.data, ("caption",))
+    model = models.build(c, len(data.vocab), data.video_dim)
+    objective = objectives.build(c, data.train, model)
+    batch = objective.host_batch(epoch=1, step=2, batch_size=16)
+    # mask a few clips as if all their neighbours shared their narration (rare in the
+    # built-in data): their terms must leave the mean, the others keep their own negatives
+    batch["has_neighbour"][[0, 5, 6, 11]] = False
+    has = batch["has_neighbour"]
+
+    tables = {"video": data.train.video, "caption": data.train.text["caption"]}
+    inputs = {}
+    for name, (key, row_key) in objective.gathers.items():
+        rows = windows.context_windows(data.train.clips, model.windows[key])[batch[row_key]]
+        inputs[name] = tables[key][rows]
+    params = model.init(jax.random.key(0), {k: inputs[k] for k in tables})
+    loss = jax.jit(lambda p, x, b: objective.loss(model, p, x, b, jax.random.key(1)))
+    total, terms = loss(params, inputs, batch)
+
+    v, t = embed(model, params, {k: inputs[k] for k in tables})
+    nv, nt = embed(model, params, {k: inputs[f"neighbour_{k}"] for k in tables})
+    want = {"cml": cross_modal_nce(v @ t.T), "uni": uniformity(np.concatenate([v, t]))}
+    want["nei"] = 0.0
+    if context in ("clip", "both"):
+        want["nei"] += neighbour_nce(t, v, nv, has)
+    if context in ("text", "both"):
+        want["nei"] += neighbour_nce(v, t, nt, has)
+    for key, value in want.items():
+        np.testing.assert_allclose(float(terms[key]), value, rtol=2e-4, atol=1e-5, err_msg=key)
+    np.testing.assert_allclose(float(total), sum(want.values()), rtol=2e-4)
+    if context == "none":
+        assert float(terms["nei"]) == 0.0
+
+
+def test_neighbour_batches_are_a_pure_function_of_seed_epoch_step():
+    c = config("epic_contra", "runlocal")
+    data = dataset.load(c.data, ("caption",))
+    model = models.build(c, len(data.vocab), data.video_dim)
+    objective = objectives.build(c, data.train, model)
+    a, b = (objective.host_batch(3, 1, 16) for _ in range(2))
+    for key in objective.batch_keys:
+        np.testing.assert_array_equal(a[key], b[key])
+    other = objective.host_batch(4, 1, 16)
+    assert not np.array_equal(a["video_rows"], other["video_rows"])
+    narration = np.asarray(data.train.clips.narration)
+    has = a["has_neighbour"]
+    rows, nb = a["video_rows"][has], a["neighbour_rows"][has]
+    assert np.all(narration[rows] != narration[nb])
+
+
+def test_training_with_both_contexts_and_instance_metrics(tmp_path):
+    m = train.train_and_evaluate(
+        config("epic_contra", "context=both,m=1,runlocal", **ONE), tmp_path
+    )
+    assert m["step"] == 7 and 0 < m["ndcg_avg"] <= 1
+    for key in ("rsum", "class_rsum", "r1_t2v", "class_r1_t2v", "medr_t2v", "map_avg"):
+        assert key in m, key
+    assert 0 <= m["rsum"] <= 600
+    row = [r for r in jsonl(tmp_path) if "train/loss" in r][0]
+    assert {"train/cml", "train/nei", "train/uni"} <= set(row)
+    assert all(np.isfinite(row[k]) for k in ("train/cml", "train/nei", "train/uni"))
+
+
+def test_instance_relevance_marks_each_sentences_own_clips():
+    data = dataset.load(config("epic_contra", "runlocal").data, ("caption",))
+    test = data.test
+    inst = test.instance_relevance()
+    assert inst.shape == test.relevance.shape
+    assert np.all(inst[test.sentence_rows, np.arange(len(test.sentence_rows))] == 1)
+    narration = np.asarray(test.clips.narration)
+    for j in range(inst.shape[1]):
+        clips = np.flatnonzero(inst[:, j])
+        assert set(narration[clips]) == {narration[test.sentence_rows[j]]}
+    assert np.all(test.relevance[inst == 1] == 1)  # same narration, same classes
+
+
+def test_host_gather_matches_device_gather(tmp_path):
+    c = dict(train__num_epochs=2, eval__every_epochs=2)
+    arg = "context=both,m=2,runlocal"
+    a = train.train_and_evaluate(config("epic_contra", arg, **c), tmp_path / "d")
+    b = train.train_and_evaluate(
+        config("epic_contra", arg, train__gather="host", **c), tmp_path / "h"
+    )
+    la = [r["train/loss"] for r in jsonl(tmp_path / "d") if "train/loss" in r]
+    lb = [r["train/loss"] for r in jsonl(tmp_path / "h") if "train/loss" in r]
+    np.testing.assert_allclose(lb, la, rtol=1e-5)
+    assert b["ndcg_avg"] == pytest.approx(a["ndcg_avg"], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "name, arg, m_video, m_text",
+    [
+        ("epic_contra", None, 4, 0),
+        ("epic_contra", "context=text", 0, 4),
+        ("epic_contra", "context=both,m=1", 1, 1),
+        ("epic_contra", "context=none", 0, 0),
+        ("epic_contra", "m=0", 0, 0),
+        ("youcook2_contra", None, 3, 0),
+        ("youcook2_contra", "context=both,m=5", 5, 5),
+    ],
+)
+def test_config_variants(name, arg, m_video, m_text):
+    c = config(name, arg)
+    assert (c.model.m_video, c.model.m_text) == (m_video, m_text)
+    assert c.loss.name == "contra" and c.train.batch_size == 512
+    assert c.optimizer.name == "adam" and c.optimizer.lr == 1e-4
+    assert c.optimizer.schedule == "warmup_linear" and c.eval.positives == "narration"
+    layers = 2 if name == "epic_contra" else 1
+    assert (c.model.video_layers, c.model.video_heads) == (layers, 8 if layers == 2 else 2)
+
+
+def test_config_errors():
+    with pytest.raises(InputError, match="m"):
+        config("epic_contra", "m=6")
+    with pytest.raises(InputError, match="context"):
+        config("epic_contra", "context=video")
+    c = config("epic_contra", "runlocal", eval__positives="instance")
+    with pytest.raises(InputError, match="positives"):
+        train.train_and_evaluate(c, "/tmp/jaxsvr_never_written")
