@@ -2,8 +2,9 @@
 
 Keys: `name` (sgd | adam | adamw), `lr`, `momentum` (sgd), `weight_decay` (adamw),
 `schedule` (constant | cosine | warmup_linear: linear warm-up over `warmup_steps`, or
-over `warmup_fraction` of the run when that is > 0, then linear decay to 0), `grad_clip` (global norm; 0 = off). Published JPoSE/MME: SGD, lr 0.01,
-momentum 0.9.
+over `warmup_fraction` of the run when that is > 0, then linear decay to 0), `grad_clip`
+(global norm; 0 = off). Published JPoSE/MME: SGD, lr 0.01, momentum 0.9; ConTra: Adam
+1e-4, warmup_linear.
 """
 
 from __future__ import annotations

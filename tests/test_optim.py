@@ -1,0 +1,30 @@
+"""Learning-rate schedules: linear warm-up then decay, by steps or by a share of the run."""
+
+import pytest
+
+from jaxsvr import configs, optim
+from jaxsvr.errors import InputError
+
+
+def schedule(**kw):
+    c = configs.base().optimizer
+    c.update(lr=1.0, schedule="warmup_linear", **kw)
+    return optim.schedule(c, total_steps=100)
+
+
+def test_warmup_steps_then_linear_decay():
+    lr = schedule(warmup_steps=20)
+    assert [float(lr(s)) for s in (0, 10, 20, 60, 100)] == pytest.approx([0, 0.5, 1, 0.5, 0])
+
+
+def test_warmup_fraction_overrides_steps():
+    lr = schedule(warmup_steps=50, warmup_fraction=0.1)  # 10 of 100 steps
+    assert [float(lr(s)) for s in (5, 10, 55, 100)] == pytest.approx([0.5, 1, 0.5, 0])
+
+
+def test_constant_and_unknown():
+    c = configs.base().optimizer
+    assert float(optim.schedule(c, 10)(7)) == pytest.approx(c.lr)
+    c.schedule = "step"
+    with pytest.raises(InputError, match="schedule"):
+        optim.schedule(c, 10)
