@@ -94,10 +94,9 @@ def base() -> ml_collections.ConfigDict:
     lo.level_weights = ml_collections.ConfigDict(
         {"action": 1.0, "sentence": 1.0, "verb": 1.0, "noun": 1.0}
     )
-    # ConTra's loss (loss.name = "contra"): cross-modal NCE + neighbouring + uniformity
-    lo.contra = ml_collections.ConfigDict(
-        {"temperature": 0.07, "cml_weight": 1.0, "nei_weight": 1.0, "uni_weight": 1.0}
-    )
+    # ConTra's loss (loss.name = "contra"): cross-modal NCE + neighbouring + uniformity;
+    # its temperature is the cross-modal NCE's, loss.cross_modal_nce.temperature (0.07)
+    lo.contra = ml_collections.ConfigDict({"cml_weight": 1.0, "nei_weight": 1.0, "uni_weight": 1.0})
     # batch losses: keywords per loss, e.g. --config.loss.ranp.tau=0.15
     for name, fn in losses.BATCH_LOSSES.items():
         lo[name] = ml_collections.ConfigDict(losses.keyword_defaults(fn))

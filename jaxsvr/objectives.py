@@ -86,9 +86,9 @@ def _weighted_levels(config, model, allowed: tuple[str, ...]) -> tuple[str, ...]
     return levels
 
 
-def _model_inputs(model, inputs: dict, prefix: str = "") -> dict:
+def _model_inputs(model, inputs: dict) -> dict:
     """The model's inputs (`video` and its text fields) among the gathered ones."""
-    return {k: inputs[prefix + k] for k in ("video", *model.text_fields)}
+    return {k: inputs[k] for k in ("video", *model.text_fields)}
 
 
 def _embed(model, params, inputs: dict, rng) -> tuple[Any, Any]:
@@ -236,26 +236,39 @@ class ContraObjective:
     """ConTra's loss: CML + NEI + UNI over (video, own caption) pairs with neighbours.
 
     Per batch of B anchor clips (epoch order as every objective): the cross-modal NCE of
-    the [B, B] scores (`losses.cross_modal_nce`, temperature `config.loss.contra.
-    temperature`); uniformity over the 2B unit embeddings (`losses.uniformity`); and the
-    neighbouring loss (`losses.neighbour_nce`): each clip's neighbour (a clip of its
-    window with another narration, drawn per (seed, epoch, step)) is embedded with its own
-    window and is the single negative of the text anchor against its video (when the
-    model has video context) and of the video anchor against its caption (when it has
-    text context). Clips without such a neighbour are masked out of that term. The public
-    code pairs the video-side negatives (encoded for all B clips) with the masked subset
-    of anchors by position, so after the first clip without a neighbour each anchor meets
-    another clip's negative; here row k of every array belongs to clip k.
+    the [B, B] `action` scores (`losses.cross_modal_nce`); uniformity over the 2B unit
+    embeddings (`losses.uniformity`, t = 2); and the neighbouring loss
+    (`losses.neighbour_nce`): each clip's neighbour (a clip of its window with another
+    narration, drawn per (seed, epoch, step)) is embedded with its own window and is the
+    single negative of the text anchor against its video (when the model has video
+    context) and of the video anchor against its caption (when it has text context).
+    Clips without such a neighbour are masked out of that term. The public code pairs the
+    video-side negatives (encoded for all B clips) with the masked subset of anchors by
+    position, so after the first clip without a neighbour each anchor meets another
+    clip's negative; here row k of every array belongs to clip k.
+
+    Config: weights `config.loss.contra.{cml,nei,uni}_weight`; one temperature for CML
+    and NEI, `config.loss.cross_modal_nce.temperature` (0.07). Any dot-product model
+    (unit `action` embeddings) works; only context models (`Model.windows`) get the
+    neighbouring term. Only the neighbour inputs a term needs are gathered.
     """
 
     batch_keys = ("video_rows", "text_rows", "neighbour_rows", "has_neighbour")
-    rows_per_anchor = 4  # a video and a caption, their neighbour's video and caption
 
     def __init__(self, config, train_split, model):
+        if not model.dot_product or "action" not in model.levels:
+            raise InputError(
+                f"loss contra needs unit 'action' embeddings scored by dot products; model "
+                f"{config.model.name!r} has none: use contra, mme, jpose or heads"
+            )
+        if config.sampler.pairing != "own":
+            raise InputError(
+                f"config.sampler.pairing={config.sampler.pairing!r}: ConTra pairs each clip "
+                "with its own caption; set it to 'own'"
+            )
         c = config.loss.contra
-        self.temperature = c.temperature
+        self.temperature = config.loss.cross_modal_nce.temperature
         self.weights = {"cml": c.cml_weight, "nei": c.nei_weight, "uni": c.uni_weight}
-        self.levels = _weighted_levels(config, model, ("action",))
         context = dict(getattr(model, "windows", {}))
         self.sides = tuple(
             side for side, key in (("video", "video"), ("text", "caption")) if context.get(key)
@@ -266,9 +279,13 @@ class ContraObjective:
         self.n, self.seed = len(clips), config.seed
         self.gathers = {"video": ("video", "video_rows")}
         self.gathers.update({f: (f, "text_rows") for f in model.text_fields})
-        self.gathers.update(
-            {f"neighbour_{k}": (k, "neighbour_rows") for k in ("video", *model.text_fields)}
-        )
+        if "video" in self.sides:
+            self.gathers["neighbour_video"] = ("video", "neighbour_rows")
+        if "text" in self.sides:
+            self.gathers.update(
+                {f"neighbour_{f}": (f, "neighbour_rows") for f in model.text_fields}
+            )
+        self.rows_per_anchor = 2 + len(self.sides)  # video, caption, neighbours
 
     def steps_per_epoch(self, batch_size: int) -> int:
         return batches.steps_per_epoch(self.n, batch_size)
@@ -287,7 +304,7 @@ class ContraObjective:
         }
 
     def loss(self, model, params, inputs: dict, batch: dict, rng):
-        rng, neighbour_rng = jax.random.split(rng)
+        rng, video_rng, text_rng = jax.random.split(rng, 3)
         video, text = _embed(model, params, _model_inputs(model, inputs), rng)
         v, t = video["action"], text["action"]
         terms = {
@@ -295,14 +312,14 @@ class ContraObjective:
             "uni": losses.uniformity(jnp.concatenate([v, t]), t=2.0),
             "nei": jnp.zeros((), v.dtype),
         }
-        if self.sides:
-            neighbour = _model_inputs(model, inputs, "neighbour_")
-            nv, nt = _embed(model, params, neighbour, neighbour_rng)
-            mask = batch["has_neighbour"]
-            kw = dict(temperature=self.temperature)
-            if "video" in self.sides:  # the caption's own clip against the neighbour clip
-                terms["nei"] += losses.neighbour_nce(t, v, nv["action"], mask, **kw)
-            if "text" in self.sides:  # the clip's own caption against the neighbour's
-                terms["nei"] += losses.neighbour_nce(v, t, nt["action"], mask, **kw)
+        mask, kw = batch["has_neighbour"], dict(temperature=self.temperature)
+        if "video" in self.sides:  # the caption's own clip against the neighbour clip
+            x = {"video": inputs["neighbour_video"]}
+            nv = model.apply(params, x, True, method=model.embed_video, rngs={"dropout": video_rng})
+            terms["nei"] += losses.neighbour_nce(t, v, nv["action"], mask, **kw)
+        if "text" in self.sides:  # the clip's own caption against the neighbour's
+            x = {f: inputs[f"neighbour_{f}"] for f in model.text_fields}
+            nt = model.apply(params, x, True, method=model.embed_text, rngs={"dropout": text_rng})
+            terms["nei"] += losses.neighbour_nce(v, t, nt["action"], mask, **kw)
         total = sum(self.weights[k] * terms[k] for k in terms)
         return total, terms

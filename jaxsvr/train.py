@@ -70,11 +70,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     """Trains `config.model` as `config` says and returns the final test metrics."""
     workdir = Path(workdir)
     lead = jax.process_index() == 0
+    objectives.check_name(config)
+    positives = config.eval.positives
+    if positives not in POSITIVES:
+        raise InputError(f"unknown config.eval.positives {positives!r}: use one of {POSITIVES}")
+    fields = models.model_class(config.model.name).text_fields
     if lead:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "config.json").write_text(config.to_json_best_effort(indent=1) + "\n")
-    objectives.check_name(config)
-    fields = models.model_class(config.model.name).text_fields
 
     data = dataset.load(config.data, fields)
     if lead:
@@ -123,9 +126,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     if "caption" in test_windows:  # each sentence in the context of its clip's neighbours
         rows = test_windows["caption"][data.test.sentence_rows]
         test_text["caption"] = data.test.clip_captions[rows]
-    positives = config.eval.positives
-    if positives not in POSITIVES:
-        raise InputError(f"unknown config.eval.positives {positives!r}: use one of {POSITIVES}")
     evaluator = RetrievalEvaluator(
         model,
         data.test.video,
@@ -371,16 +371,22 @@ def _drain(pending: list, last_saved: int | None) -> dict[str, float]:
 def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) -> dict:
     """Test metrics of `state`; with `export` (a workdir) also writes the test similarity
     and relevance there (`test_similarity.npy`, `test_relevance.npy`, float32
-    [videos, sentences]) for `python -m jaxsvr.evaluate` ensembles."""
+    [videos, sentences]) for `python -m jaxsvr.evaluate` ensembles, and with
+    `eval.positives=narration` the single-instance positives (`test_instance.npy`: its
+    R@K / RSum are those evaluated against it)."""
     metrics = evaluator(state.params, with_similarity=export is not None)
     if export is not None:
         _write_npy(export / "test_similarity.npy", metrics.pop("similarity"))
         _write_npy(export / "test_relevance.npy", evaluator.relevance)
+        if evaluator.instance is not None:  # the positives of the single-instance recalls
+            _write_npy(export / "test_instance.npy", evaluator.instance)
         logging.info("wrote %s and test_relevance.npy", export / "test_similarity.npy")
     scalars = {
         f"test/{k}": v
         for k, v in metrics.items()
-        if isinstance(v, (int, float)) and v is not None and not k.startswith(("n_", "excl"))
+        if isinstance(v, (int, float))
+        and v is not None
+        and not k.removeprefix("class_").startswith(("n_", "excl"))
     }
     writer.write_scalars(step, scalars)
     writer.flush()

@@ -8,9 +8,11 @@ import pytest
 from reference_losses import cross_modal_nce, neighbour_nce, uniformity
 from train_runs import config, jsonl
 
-from jaxsvr import models, objectives, train
+from jaxsvr import models, objectives, parallel, train
 from jaxsvr.data import dataset, windows
 from jaxsvr.errors import InputError
+from jaxsvr.evaluation import evaluate
+from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 
 ONE = dict(train__num_epochs=1, eval__every_epochs=1)
 
@@ -42,14 +44,24 @@ def test_objective_terms_match_the_reference(context):
     loss = jax.jit(lambda p, x, b: objective.loss(model, p, x, b, jax.random.key(1)))
     total, terms = loss(params, inputs, batch)
 
+    # only the neighbour inputs a term needs are gathered
+    sides = {"clip": ["video"], "text": ["caption"], "both": ["video", "caption"], "none": []}
+    assert set(objective.gathers) == {
+        "video",
+        "caption",
+        *(f"neighbour_{k}" for k in sides[context]),
+    }
     v, t = embed(model, params, {k: inputs[k] for k in tables})
-    nv, nt = embed(model, params, {k: inputs[f"neighbour_{k}"] for k in tables})
     want = {"cml": cross_modal_nce(v @ t.T), "uni": uniformity(np.concatenate([v, t]))}
     want["nei"] = 0.0
     if context in ("clip", "both"):
-        want["nei"] += neighbour_nce(t, v, nv, has)
+        x = {"video": inputs["neighbour_video"]}
+        nv = model.apply(params, x, method=model.embed_video)["action"]
+        want["nei"] += neighbour_nce(t, v, np.asarray(nv, np.float64), has)
     if context in ("text", "both"):
-        want["nei"] += neighbour_nce(v, t, nt, has)
+        x = {"caption": inputs["neighbour_caption"]}
+        nt = model.apply(params, x, method=model.embed_text)["action"]
+        want["nei"] += neighbour_nce(v, t, np.asarray(nt, np.float64), has)
     for key, value in want.items():
         np.testing.assert_allclose(float(terms[key]), value, rtol=2e-4, atol=1e-5, err_msg=key)
     np.testing.assert_allclose(float(total), sum(want.values()), rtol=2e-4)
@@ -134,11 +146,61 @@ def test_config_variants(name, arg, m_video, m_text):
     assert (c.model.video_layers, c.model.video_heads) == (layers, 8 if layers == 2 else 2)
 
 
-def test_config_errors():
+def test_config_errors(tmp_path):
     with pytest.raises(InputError, match="m"):
         config("epic_contra", "m=6")
     with pytest.raises(InputError, match="context"):
         config("epic_contra", "context=video")
     c = config("epic_contra", "runlocal", eval__positives="instance")
     with pytest.raises(InputError, match="positives"):
-        train.train_and_evaluate(c, "/tmp/jaxsvr_never_written")
+        train.train_and_evaluate(c, tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # nothing written before the check
+    for overrides, match in [
+        (dict(model__name="hgr"), "dot products"),
+        (dict(sampler__pairing="relevant"), "pairing"),
+    ]:
+        c = config("epic_jpose", "runlocal", loss__name="contra", **overrides)
+        with pytest.raises(InputError, match=match):
+            train.train_and_evaluate(c, tmp_path / "other")
+
+
+def test_contra_loss_with_a_model_without_context_and_exported_positives(tmp_path):
+    c = config("epic_mme", "runlocal", loss__name="contra", eval__positives="narration", **ONE)
+    c.eval.export_similarity = True
+    m = train.train_and_evaluate(c, tmp_path)
+    assert m["step"] == 7 and np.isfinite(m["rsum"])
+    row = [r for r in jsonl(tmp_path) if "train/loss" in r][0]
+    assert row["train/nei"] == 0.0  # no context: no neighbouring term
+    inst = np.load(tmp_path / "test_instance.npy")
+    sim = np.load(tmp_path / "test_similarity.npy")
+    assert evaluate(sim, inst)["rsum"] == pytest.approx(m["rsum"], abs=1e-9)
+    want = evaluate(sim, np.load(tmp_path / "test_relevance.npy"))
+    assert m["class_rsum"] == pytest.approx(want["rsum"], abs=1e-9)
+    assert m["ndcg_avg"] == pytest.approx(want["ndcg_avg"], abs=1e-9)
+    test_rows = [r for r in jsonl(tmp_path) if "test/rsum" in r][0]
+    assert "test/class_rsum" in test_rows
+    assert not any("excluded" in k for k in test_rows)
+
+
+def test_evaluator_gathers_windows_across_chunks():
+    """Clip windows and windowed sentences, chunked (chunk 8 over 60 clips, the last
+    chunk padded), equal the embeddings of the whole windowed arrays at once."""
+    c = config("epic_contra", "context=both,m=2,runlocal")
+    data = dataset.load(c.data, ("caption",))
+    model = models.build(c, len(data.vocab), data.video_dim)
+    test = data.test
+    w = windows.context_windows(test.clips, 2)
+    sentences = test.clip_captions[w[test.sentence_rows]]  # [Nt, 5, L]
+    np.testing.assert_array_equal(sentences[:, 2], test.text["caption"])  # centre = sentence
+    params = model.init(jax.random.key(0), {"video": test.video[w[:2]], "caption": sentences[:2]})
+    evaluator = RetrievalEvaluator(
+        model,
+        test.video,
+        {"caption": sentences},
+        test.relevance,
+        parallel.make_mesh(-1),
+        chunk=8,
+        video_windows=w,
+    )
+    v, t = embed(model, params, {"video": test.video[w], "caption": sentences})
+    np.testing.assert_allclose(evaluator.similarity(params), v @ t.T, atol=1e-5)
