@@ -4,10 +4,13 @@ features and prints a markdown table (mean and half-range over seeds).
   python benchmarks/train_results.py --grid triplet --epochs 10 --seeds 0 1
   python benchmarks/train_results.py --grid hgr --epochs 4 --seeds 0 1
   python benchmarks/train_results.py --grid heads --epochs 20 --seeds 0 1
+  python benchmarks/train_results.py --grid contra --epochs 10 --seeds 0 1
 
 Grids: `triplet` (MME and JPoSE, fixed vs relevance margin), `hgr` (HGR with hard
 negatives, RAN, RANP, relevance margin), `heads` (projection heads with MI-MM, adaptive
-MI-MM, SMS). `--set KEY=VALUE` adds `--config.KEY=VALUE` to every run.
+MI-MM, SMS), `contra` (ConTra: clip context m = 0..5, text and both contexts; RSum is
+then single-instance, `eval.positives=narration`). `--set KEY=VALUE` adds
+`--config.KEY=VALUE` to every run.
 
 Each run is `python -m jaxsvr.main` in its own workdir under --out (an existing finished
 workdir is reused: rerunning resumes or re-evaluates it). The seed sets `config.seed`
@@ -40,6 +43,14 @@ GRIDS = {
         ("Heads, MI-MM", "configs/epic_sms.py:mimm"),
         ("Heads, adaptive MI-MM", "configs/epic_sms.py:adaptive"),
         ("Heads, SMS", "configs/epic_sms.py:sms"),
+    ],
+    "contra": [
+        *(
+            (f"ConTra, clip context m = {m}", f"configs/epic_contra.py:m={m}")
+            for m in range(6)  # m = 0: no context
+        ),
+        ("ConTra, text context m = 4", "configs/epic_contra.py:context=text"),
+        ("ConTra, clip + text context m = 4", "configs/epic_contra.py:context=both"),
     ],
 }
 KEYS = ("ndcg_avg", "map_avg", "ndcg_v2t", "ndcg_t2v", "map_v2t", "map_t2v", "rsum")

@@ -5,6 +5,7 @@ below 5%). Default: JPoSE (64 anchors x 10 triplets x 3 levels, 3072-d features)
   python benchmarks/train_speed.py [--annotations ../shared/data/epic100] [--epochs 1]
   python benchmarks/train_speed.py --config configs/epic_hgr.py:ranp --gather device \
       --max-steps 100
+  python benchmarks/train_speed.py --config configs/epic_contra.py --max-steps 30 --log-every 5
 
 Each setting runs `python -m jaxsvr.main` in a fresh process for `--epochs` epochs and
 reads the steady-state rates from its metrics.jsonl (log intervals after the first, so
@@ -22,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measure(annotations: str, epochs: int, extra: list[str], config: str) -> dict:
+def measure(annotations: str, epochs: int, extra: list[str], config: str, log_every: int) -> dict:
     """Steady-state rates of one run (log intervals after the first and before the last)."""
     with tempfile.TemporaryDirectory() as workdir:
         cmd = [
@@ -33,7 +34,7 @@ def measure(annotations: str, epochs: int, extra: list[str], config: str) -> dic
             f"--workdir={workdir}",
             f"--config.data.annotations={annotations}",
             f"--config.train.num_epochs={epochs}",
-            "--config.train.log_every_steps=25",
+            f"--config.train.log_every_steps={log_every}",
             "--config.checkpoint.every_steps=1000000",
             *extra,
         ]
@@ -56,6 +57,9 @@ def main() -> None:
     p.add_argument(
         "--max-steps", type=int, default=0, help="stop after this many steps (0: whole epochs)"
     )
+    p.add_argument(
+        "--log-every", type=int, default=25, help="steps per rate sample (3+ samples needed)"
+    )
     args = p.parse_args()
     extra = ["--config.eval.every_epochs=1000"]
     if args.max_steps:
@@ -64,9 +68,8 @@ def main() -> None:
     print("| gather | steps/s | ms/step | host wait |")
     print("|---|---|---|---|")
     for gather in args.gather:
-        m = measure(
-            args.annotations, args.epochs, [f"--config.train.gather={gather}", *extra], args.config
-        )
+        flags = [f"--config.train.gather={gather}", *extra]
+        m = measure(args.annotations, args.epochs, flags, args.config, args.log_every)
         print(
             f"| {gather} | {m['steps_per_sec']:.2f} | {1000 / m['steps_per_sec']:.0f} | "
             f"{100 * m['host_wait']:.1f}% |",
