@@ -53,21 +53,10 @@ import jax.numpy as jnp
 
 from jaxsvr.errors import InputError
 from jaxsvr.models import DotProductModel
-from jaxsvr.models.mme import l2_normalize, word_table
+from jaxsvr.models.mme import WordTable, l2_normalize
 
 LN_EPS = 1e-5  # PyTorch's LayerNorm default (Flax's is 1e-6)
 POSITION_STD = 0.001  # the public code's init of the positional embedding
-
-
-class WordTable(nn.Module):
-    """Word-embedding lookup, `table` being the `nn.Embed` word vectors are written to."""
-
-    vocab_size: int
-    word_dim: int
-
-    @nn.compact
-    def __call__(self, ids: jnp.ndarray) -> jnp.ndarray:
-        return word_table(self.vocab_size, self.word_dim)(ids)
 
 
 class EncoderLayer(nn.Module):

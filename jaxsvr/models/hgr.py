@@ -72,22 +72,11 @@ import jax.numpy as jnp
 
 from jaxsvr.data.roles import ROLES
 from jaxsvr.errors import InputError
-from jaxsvr.models.mme import word_table
+from jaxsvr.models.mme import WordTable
 
 EPS2 = 1e-16  # squared-norm clamp: a zero vector has cosine 0 and finite gradients
 _NEG = -1e30  # logit of masked entries (finite, so fully masked rows stay NaN-free)
 VIDEO_LEVELS = ("sentence", "verb", "noun")
-
-
-class WordTable(nn.Module):
-    """Word-embedding lookup, `table` being the `nn.Embed` word vectors are written to."""
-
-    vocab_size: int
-    word_dim: int
-
-    @nn.compact
-    def __call__(self, ids: jnp.ndarray) -> jnp.ndarray:
-        return word_table(self.vocab_size, self.word_dim)(ids)
 
 
 class GRU(nn.Module):

@@ -48,6 +48,17 @@ def word_table(vocab_size: int, word_dim: int) -> nn.Embed:
     return nn.Embed(vocab_size, word_dim, embedding_init=nn.initializers.normal(0.1), name="table")
 
 
+class WordTable(nn.Module):
+    """Word-embedding lookup, `table` being the `nn.Embed` word vectors are written to."""
+
+    vocab_size: int
+    word_dim: int
+
+    @nn.compact
+    def __call__(self, ids: jnp.ndarray) -> jnp.ndarray:
+        return word_table(self.vocab_size, self.word_dim)(ids)
+
+
 class BagOfWords(nn.Module):
     """Mean of word embeddings over known tokens: [n, L] ids -> [n, word_dim].
 
