@@ -32,8 +32,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import queue
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +43,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from jaxsvr import models, objectives, optim, parallel
+from jaxsvr import input_pipeline, models, objectives, optim, parallel
 from jaxsvr.checkpoint import Checkpointer
 from jaxsvr.data import dataset, text, windows
 from jaxsvr.errors import InputError
@@ -142,7 +140,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     gather = config.train.gather
     inputs = {"video": data.train.video, **{f: data.train.text[f] for f in model.text_fields}}
     train_windows = {k: windows.context_windows(data.train.clips, m) for k, m in context.items()}
-    source = _BatchSource(objective, inputs, train_windows, batch_size, steps_per_epoch, gather)
+    source = input_pipeline.BatchSource(
+        objective, inputs, train_windows, batch_size, steps_per_epoch, gather
+    )
     if gather == "device":
         tables = {
             "inputs": {k: jax.device_put(np.asarray(v), rep) for k, v in inputs.items()},
@@ -166,7 +166,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
     last_saved = start_step if resumed else None
     final = None
     timer = _Timer(start_step, total_steps)
-    prefetch = _Prefetch(source, mesh, start_step, total_steps, depth=config.train.prefetch)
+    prefetch = input_pipeline.Prefetch(
+        source, mesh, start_step, total_steps, depth=config.train.prefetch
+    )
     try:
         for step in range(start_step + 1, total_steps + 1):
             batch = prefetch.next(timer)
@@ -267,91 +269,6 @@ def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, obje
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **terms}
     return TrainState(state.step + 1, params, opt_state), metrics
-
-
-class _BatchSource:
-    """This process's share of batch `step`.
-
-    gather="device": the objective's arrays (row indices, margins or relevance); the step
-    gathers features and text inputs from tables that live on the devices (no per-step
-    host copies). gather="host": the inputs themselves are gathered here too, shaped like
-    their row indices (plus the window axis for inputs with context; for feature stores
-    too large to keep on the devices; memory-mapped files are read in ascending row order).
-    """
-
-    def __init__(self, objective, inputs: dict, windows, batch_size, steps_per_epoch, gather):
-        self.objective, self.inputs, self.windows = objective, inputs, windows
-        self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
-        self.gather = gather
-        self.cut = parallel.process_slice(batch_size)
-
-    def keys(self) -> tuple[str, ...]:
-        """The keys of every batch."""
-        keys = self.objective.batch_keys
-        return keys if self.gather == "device" else (*keys, *self.objective.gathers)
-
-    def __call__(self, step: int) -> dict[str, np.ndarray]:
-        epoch, index = divmod(step - 1, self.steps_per_epoch)
-        batch = self.objective.host_batch(epoch, index, self.batch_size)
-        batch = {k: v[self.cut] for k, v in batch.items()}
-        if self.gather == "host":
-            for name, (key, row_key) in self.objective.gathers.items():
-                rows = batch[row_key]
-                if key in self.windows:  # [*rows, W] window rows
-                    rows = self.windows[key][rows]
-                table = self.inputs[key]
-                flat = _gather_rows(table, rows.reshape(-1)) if key == "video" else table[rows]
-                batch[name] = flat.reshape(*rows.shape, *table.shape[1:])
-        return batch
-
-
-def _gather_rows(video: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """video[rows] as float32. A memory-mapped store is read in ascending row order (disk
-    locality); an in-memory one with one np.take (half the time of the sorted path)."""
-    if not isinstance(video, np.memmap):
-        return np.take(video, rows, axis=0).astype(np.float32, copy=False)
-    order = np.argsort(rows, kind="stable")
-    out = np.empty((rows.size, *video.shape[1:]), np.float32)
-    out[order] = video[rows[order]]
-    return out
-
-
-class _Prefetch:
-    """Builds the next batches on a background thread and puts them on the devices."""
-
-    def __init__(self, source, mesh, start_step: int, total_steps: int, depth: int = 2):
-        self.queue: queue.Queue = queue.Queue(maxsize=max(depth, 1))
-        self.stop = threading.Event()
-
-        def work():
-            try:
-                for step in range(start_step + 1, total_steps + 1):
-                    item = parallel.global_batch(source(step), mesh)
-                    while not self.stop.is_set():
-                        try:
-                            self.queue.put(item, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if self.stop.is_set():
-                        return
-            except BaseException as e:  # surfaced in the training thread
-                self.queue.put(e)
-
-        self.thread = threading.Thread(target=work, name="batches", daemon=True)
-        self.thread.start()
-
-    def next(self, timer: _Timer) -> dict:
-        start = time.perf_counter()
-        item = self.queue.get()
-        timer.waited += time.perf_counter() - start
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
 
 
 def _drain(pending: list, last_saved: int | None) -> dict[str, float]:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from train_runs import config, train_losses
 
-from jaxsvr import train
+from jaxsvr import input_pipeline, train
 from jaxsvr.errors import InputError
 
 SHORT = dict(train__num_epochs=2, eval__every_epochs=2)
@@ -105,7 +105,7 @@ def test_host_gather_rows_memmap_and_in_memory(tmp_path):
     np.save(tmp_path / "v.npy", video)
     rows = np.array([7, 3, 7, 49, 0, 3])
     for store in (video, np.load(tmp_path / "v.npy", mmap_mode="r")):
-        got = train._gather_rows(store, rows)
+        got = input_pipeline.gather_rows(store, rows)
         assert got.dtype == np.float32 and not isinstance(got, np.memmap)
         np.testing.assert_array_equal(got, video[rows])
 

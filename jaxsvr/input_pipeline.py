@@ -1,0 +1,103 @@
+"""The host side of training input: batches per step, gathered rows, prefetching.
+
+`BatchSource(step)` builds this process's share of batch `step` from the objective (a
+pure function of (seed, epoch, step)); with `gather="host"` it also gathers the model
+inputs (through context windows where the model has them). `Prefetch` runs a source on
+a background thread and puts its batches on the device mesh ahead of the train step.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+import numpy as np
+
+from jaxsvr import parallel
+
+
+class BatchSource:
+    """This process's share of batch `step`.
+
+    gather="device": the objective's arrays (row indices, margins or relevance); the step
+    gathers features and text inputs from tables that live on the devices (no per-step
+    host copies). gather="host": the inputs themselves are gathered here too, shaped like
+    their row indices (plus the window axis for inputs with context; for feature stores
+    too large to keep on the devices; memory-mapped files are read in ascending row order).
+    """
+
+    def __init__(self, objective, inputs: dict, windows, batch_size, steps_per_epoch, gather):
+        self.objective, self.inputs, self.windows = objective, inputs, windows
+        self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
+        self.gather = gather
+        self.cut = parallel.process_slice(batch_size)
+
+    def keys(self) -> tuple[str, ...]:
+        """The keys of every batch."""
+        keys = self.objective.batch_keys
+        return keys if self.gather == "device" else (*keys, *self.objective.gathers)
+
+    def __call__(self, step: int) -> dict[str, np.ndarray]:
+        epoch, index = divmod(step - 1, self.steps_per_epoch)
+        batch = self.objective.host_batch(epoch, index, self.batch_size)
+        batch = {k: v[self.cut] for k, v in batch.items()}
+        if self.gather == "host":
+            for name, (key, row_key) in self.objective.gathers.items():
+                rows = batch[row_key]
+                if key in self.windows:  # [*rows, W] window rows
+                    rows = self.windows[key][rows]
+                table = self.inputs[key]
+                flat = gather_rows(table, rows.reshape(-1)) if key == "video" else table[rows]
+                batch[name] = flat.reshape(*rows.shape, *table.shape[1:])
+        return batch
+
+
+def gather_rows(video: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """video[rows] as float32. A memory-mapped store is read in ascending row order (disk
+    locality); an in-memory one with one np.take (half the time of the sorted path)."""
+    if not isinstance(video, np.memmap):
+        return np.take(video, rows, axis=0).astype(np.float32, copy=False)
+    order = np.argsort(rows, kind="stable")
+    out = np.empty((rows.size, *video.shape[1:]), np.float32)
+    out[order] = video[rows[order]]
+    return out
+
+
+class Prefetch:
+    """Builds the next batches on a background thread and puts them on the devices."""
+
+    def __init__(self, source, mesh, start_step: int, total_steps: int, depth: int = 2):
+        self.queue: queue.Queue = queue.Queue(maxsize=max(depth, 1))
+        self.stop = threading.Event()
+
+        def work():
+            try:
+                for step in range(start_step + 1, total_steps + 1):
+                    item = parallel.global_batch(source(step), mesh)
+                    while not self.stop.is_set():
+                        try:
+                            self.queue.put(item, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if self.stop.is_set():
+                        return
+            except BaseException as e:  # surfaced in the training thread
+                self.queue.put(e)
+
+        self.thread = threading.Thread(target=work, name="batches", daemon=True)
+        self.thread.start()
+
+    def next(self, timer) -> dict:
+        """The next batch; the time spent waiting for it is added to `timer.waited`."""
+        start = time.perf_counter()
+        item = self.queue.get()
+        timer.waited += time.perf_counter() - start
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
