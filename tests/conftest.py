@@ -52,3 +52,24 @@ def tie_free_similarity(shape, seed: int = 0) -> np.ndarray:
     bits = np.unique(rng.integers(0x3F800000, 0x7F000000, n + n // 8 + 16, dtype=np.uint32))
     assert bits.size >= n
     return rng.permutation(bits)[:n].view(np.float32).reshape(shape)
+
+
+@pytest.fixture(scope="session")
+def wordnet_reader(tmp_path_factory):
+    """NLTK's WordNet from the Debian packages (the test command installs them), built
+    into a session cache; no NLTK download."""
+    import os
+
+    from jaxsvr.relevance import wordnet
+
+    os.environ.setdefault("JAXSVR_CACHE", str(tmp_path_factory.mktemp("jaxsvr_cache")))
+    return wordnet.load()
+
+
+@pytest.fixture(scope="session")
+def epic_sentences_parsed(epic_dir):
+    """The 3842 EK-100 test sentences (texts) and their spaCy parse."""
+    from jaxsvr.relevance import captions
+
+    table = captions.read_csv(epic_dir / "EPIC_100_retrieval_test_sentence.csv")
+    return table.texts, captions.parse(table.texts)

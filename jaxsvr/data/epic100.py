@@ -114,7 +114,7 @@ class ClassVocab:
 def read_clips(path: str | Path) -> Clips:
     """Reads a clip CSV (test or train split format)."""
     cols: dict[str, list] = {c: [] for c in (*CLIP_COLUMNS, "start", "stop")}
-    for row in _rows(path, CLIP_COLUMNS):
+    for row in csv_rows(path, CLIP_COLUMNS):
         for c in ("narration_id", "video_id", "narration", "verb"):
             cols[c].append(row[c])
         cols["verb_class"].append(row.int("verb_class"))
@@ -147,7 +147,7 @@ def read_sentences(path: str | Path, clips: Clips | None = None) -> Sentences:
     """
     ids, text, verbs, nouns = [], [], [], []
     lookup = None
-    for row in _rows(path, ("narration_id", "narration")):
+    for row in csv_rows(path, ("narration_id", "narration")):
         if lookup is None:
             has_classes = {"verb_class", "noun_classes"} <= row.columns
             if not has_classes and clips is None:
@@ -175,7 +175,7 @@ def read_sentences(path: str | Path, clips: Clips | None = None) -> Sentences:
 def read_classes(path: str | Path) -> ClassVocab:
     """Reads EPIC_100_{verb,noun}_classes.csv; ids must be 0..n-1 in order."""
     key, inst, cat = [], [], []
-    for row in _rows(path, ("id", "key", "instances")):
+    for row in csv_rows(path, ("id", "key", "instances")):
         if row.int("id") != len(key):
             raise row.error("id", f"expected id {len(key)} (ids must be 0..n-1 in order)")
         key.append(row["key"])
@@ -218,7 +218,10 @@ class _Row(dict):
             raise self.error(column, f"is {text!r}, expected HH:MM:SS.ss") from None
 
 
-def _rows(path: str | Path, required: tuple[str, ...]) -> Iterator[_Row]:
+def csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[_Row]:
+    """The rows of a CSV file that has the `required` columns; each row knows its file
+    and line for error messages (`row.error`). Raises InputError on a missing file or
+    column, or a row with the wrong number of fields."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"annotation file {path} not found")

@@ -1,10 +1,21 @@
 """Command line: relevance matrices written as float32 .npy.
 
   python -m jaxsvr.relevance epic100 --clips CLIPS.csv --sentences SENTENCES.csv --out REL.npy
+  python -m jaxsvr.relevance proxy --proxy bow|pos|syn|met --captions A.csv \
+      [--columns B.csv] --out REL.npy
 
-Rows follow the clip CSV, columns the sentence CSV; on the official EPIC-KITCHENS-100 test
-files the matrix is 9668 x 3842. Sentences without class columns take the classes of the
-clip with the same narration_id. Bad input: one line on stderr, exit code 2, no output file.
+`epic100`: rows follow the clip CSV, columns the sentence CSV; on the official
+EPIC-KITCHENS-100 test files the matrix is 9668 x 3842. Sentences without class columns
+take the classes of the clip with the same narration_id.
+
+`proxy`: a caption proxy (`jaxsvr.relevance.proxies`) between the captions of A (rows)
+and of B (columns; default A). Caption CSVs have a `caption`, `narration` or `sentence`
+column; `--per-video` makes one row per `video_id` of A (multi-caption videos, items kept
+in >= `--rho` of a video's captions; METEOR takes the max over them). SYN uses EPIC-style
+class CSVs (`--verb-classes`, `--noun-classes`) or, without them, WordNet + Lesk. METEOR
+rows are references, columns hypotheses.
+
+Bad input: one line on stderr, exit code 2, no output file.
 """
 
 from __future__ import annotations
@@ -13,8 +24,12 @@ import argparse
 import logging
 import time
 
+import numpy as np
+
 from jaxsvr import cli
 from jaxsvr.data import epic100
+from jaxsvr.errors import InputError
+from jaxsvr.relevance import captions, proxies, wordnet
 from jaxsvr.relevance.classes import class_relevance
 
 
@@ -29,12 +44,80 @@ def _parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--sentences", help="sentence CSV (columns); default: the clips themselves")
     e.add_argument("--out", required=True, help="output .npy (float32 [clips, sentences])")
+    x = sub.add_parser("proxy", help="caption proxy relevance: bow, pos, syn or met")
+    x.add_argument("--proxy", required=True, choices=proxies.NAMES)
+    x.add_argument("--captions", required=True, help="caption CSV of the rows")
+    x.add_argument("--columns", help="caption CSV of the columns (default: --captions)")
+    x.add_argument("--out", required=True, help="output .npy (float32 [rows, columns])")
+    x.add_argument("--per-video", action="store_true", help="one row per video_id of --captions")
+    x.add_argument("--rho", type=float, default=proxies.DEFAULT_RHO, help="with --per-video")
+    x.add_argument(
+        "--weights",
+        type=float,
+        nargs=2,
+        default=proxies.DEFAULT_WEIGHTS,
+        metavar=("VERB", "NOUN"),
+        help="pos/syn: alpha per part of speech",
+    )
+    x.add_argument("--verb-classes", help="syn: EPIC_100_verb_classes.csv-style vocabulary")
+    x.add_argument("--noun-classes", help="syn: EPIC_100_noun_classes.csv-style vocabulary")
+    x.add_argument("--pipeline", default=captions.DEFAULT_PIPELINE, help="spaCy pipeline")
+    x.add_argument("--wordnet", help="folder of WordNet 3.0 files (default: see wordnet.py)")
+    x.add_argument("--workers", type=int, default=2, help="met: processes")
     return p
+
+
+def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
+    """The `proxy` command's matrix (float32 [rows, columns])."""
+    if (args.verb_classes is None) != (args.noun_classes is None):
+        raise InputError("--verb-classes and --noun-classes go together: give both or neither")
+    table = captions.read_csv(args.captions)
+    cols_table = captions.read_csv(args.columns) if args.columns else None
+    groups = table.video_groups()[1] if args.per_video else None
+    wn = (
+        wordnet.load(args.wordnet)
+        if args.proxy == "met" or (args.proxy == "syn" and args.verb_classes is None)
+        else None
+    )
+    start = time.perf_counter()
+    rows = captions.parse(table.texts, args.pipeline)
+    cols = captions.parse(cols_table.texts, args.pipeline) if cols_table else None
+    logging.info("parsed captions with %s in %.2fs", args.pipeline, time.perf_counter() - start)
+    kw = dict(row_groups=groups)
+    if args.proxy == "bow":
+        return proxies.bow(rows, cols, rho=args.rho, **kw)
+    if args.proxy == "pos":
+        return proxies.pos(rows, cols, weights=tuple(args.weights), rho=args.rho, **kw)
+    if args.proxy == "syn":
+        if args.verb_classes:
+            vocabs = (
+                epic100.read_classes(args.verb_classes),
+                epic100.read_classes(args.noun_classes),
+            )
+            classes = proxies.ClassMap.from_vocabs(*vocabs)
+        else:
+            classes = proxies.ClassMap.lesk(wn)
+        return proxies.syn(
+            rows, cols, classes=classes, weights=tuple(args.weights), rho=args.rho, **kw
+        )
+    return proxies.met(rows, cols, wordnet=wn, workers=args.workers, **kw)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     start = time.perf_counter()
+    if args.command == "proxy":
+        rel = proxy_matrix(args)
+        cli.save_npy_atomic(args.out, rel)
+        logging.info(
+            "wrote %s: %d x %d float32 %s proxy, mean %.5f, %.2fs",
+            args.out,
+            *rel.shape,
+            args.proxy,
+            rel.mean(dtype="float64"),
+            time.perf_counter() - start,
+        )
+        return 0
     clips = epic100.read_clips(args.clips)
     if args.sentences:
         sents = epic100.read_sentences(args.sentences, clips)

@@ -124,17 +124,42 @@ def class_relevance(
     """
     if len(a_verbs) != len(a_nouns) or len(b_verbs) != len(b_nouns):
         raise ValueError("verb and noun sets must describe the same items on each side")
-    out = np.empty((len(a_verbs), len(b_verbs)), np.float32)
+    terms = [(0.5, a_verbs, b_verbs), (0.5, a_nouns, b_nouns)]
+    return weighted_iou(terms, chunk_rows=chunk_rows)
+
+
+def weighted_iou(
+    terms: list[tuple[float, ClassSets, ClassSets]], *, chunk_rows: int = _CHUNK_ROWS
+) -> np.ndarray:
+    """sum_k w_k IoU(a_k[i], b_k[j]) for all pairs (i, j): class relevance and the caption
+    proxies (BoW: one term of weight 1; PoS / SYN: verbs and nouns).
+
+    Args:
+      terms: (weight, row sets, column sets); every term has the same row and column counts.
+      chunk_rows: rows assembled at a time.
+
+    Returns:
+      [rows, columns] float32.
+    """
+    if not terms:
+        raise ValueError("weighted_iou needs at least one term")
+    n_a, n_b = len(terms[0][1]), len(terms[0][2])
+    if any(len(a) != n_a or len(b) != n_b for _, a, b in terms):
+        raise ValueError("every term must describe the same row and column items")
+    out = np.empty((n_a, n_b), np.float32)
     tables = []
-    for sets_a, sets_b in ((a_verbs, b_verbs), (a_nouns, b_nouns)):
+    for weight, sets_a, sets_b in terms:
         ua, ia = sets_a.unique()
         ub, ib = sets_b.unique()
         # Columns expanded once: [distinct a sets, n_b]; rows are gathered per chunk.
-        tables.append((np.take(iou_table(ua, ub), ib, axis=1), ia))
-    (verb_cols, verb_id), (noun_cols, noun_id) = tables
-    for start in range(0, out.shape[0], chunk_rows):
+        table = np.take(iou_table(ua, ub), ib, axis=1)
+        if weight != 1.0:
+            table *= np.float32(weight)
+        tables.append((table, ia))
+    for start in range(0, n_a, chunk_rows):
         part = out[start : start + chunk_rows]
-        np.take(verb_cols, verb_id[start : start + part.shape[0]], axis=0, out=part)
-        part += noun_cols[noun_id[start : start + part.shape[0]]]
-        part *= np.float32(0.5)
+        rows = slice(start, start + part.shape[0])
+        np.take(tables[0][0], tables[0][1][rows], axis=0, out=part)
+        for table, ids in tables[1:]:
+            part += table[ids[rows]]
     return out

@@ -1,0 +1,191 @@
+"""Caption-to-caption relevance proxies (Wray et al., "On Semantic Similarity in Video
+Retrieval", CVPR 2021, Sec. 4) for datasets without class annotations.
+
+All four take parsed captions (`captions.parse`) for the rows and, optionally, other
+captions for the columns (default: the rows), and return float32 [rows, columns]:
+
+- `bow`: IoU of the sets of non-stop-word lemmas (`Parsed.words`).
+- `pos`: sum_p alpha_p IoU(words of the rows tagged p, ... of the columns), over verbs and
+  nouns, alpha = (0.5, 0.5) by default (the paper's PoS proxy).
+- `syn`: the same over class sets: each verb / noun lemma becomes a class id, either from
+  EPIC-style class CSVs (`ClassMap.from_vocabs`; a class's `instances` are synonyms, and
+  words in no class become new singleton classes, as the paper does for YouCook2) or from
+  WordNet with the Lesk algorithm (`ClassMap.lesk`: the synset NLTK's `lesk` picks in the
+  caption's context; words without a synset stay themselves).
+- `met`: METEOR of the two token lists (`jaxsvr.relevance.meteor`, equal to NLTK's
+  `meteor_score`; rows are references, columns hypotheses, so not symmetric).
+
+IoU follows `classes.iou_table`: two empty sets score 0. BoW, PoS and SYN are symmetric.
+
+Multi-caption videos (MSR-VTT, 20 captions each): pass `row_groups`, the video index of
+every row caption; the rows become one per video. For the set proxies a video keeps the
+items present in at least `rho` = 25% of its captions (`ClassSets.aggregate`); for METEOR
+the video's captions are the references of NLTK's multi-reference score (the max).
+
+`relevance(proxy_matrix, own)` gives the training / evaluation relevance of the paper,
+S(x_i, y_j) = 1 where caption j belongs to video i, else the proxy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from jaxsvr.data.epic100 import ClassVocab
+from jaxsvr.relevance import meteor as meteor_lib
+from jaxsvr.relevance.captions import Parsed
+from jaxsvr.relevance.class_sets import ClassSets
+from jaxsvr.relevance.classes import weighted_iou
+
+NAMES = ("bow", "pos", "syn", "met")
+DEFAULT_RHO = 0.25
+DEFAULT_WEIGHTS = (0.5, 0.5)  # alpha for verbs, nouns
+
+
+def bow(rows: Parsed, cols: Parsed | None = None, *, row_groups=None, rho=DEFAULT_RHO):
+    """Bag-of-words IoU of non-stop-word lemmas."""
+    return _set_proxy([(1.0, "words")], rows, cols, _identity, row_groups, rho)
+
+
+def pos(
+    rows: Parsed,
+    cols: Parsed | None = None,
+    *,
+    weights: tuple[float, float] = DEFAULT_WEIGHTS,
+    row_groups=None,
+    rho=DEFAULT_RHO,
+):
+    """Part-of-speech IoU: alpha_verb IoU(verbs) + alpha_noun IoU(nouns)."""
+    terms = [(weights[0], "verbs"), (weights[1], "nouns")]
+    return _set_proxy(terms, rows, cols, _identity, row_groups, rho)
+
+
+def syn(
+    rows: Parsed,
+    cols: Parsed | None = None,
+    *,
+    classes: ClassMap,
+    weights: tuple[float, float] = DEFAULT_WEIGHTS,
+    row_groups=None,
+    rho=DEFAULT_RHO,
+):
+    """Synset IoU: PoS over class / synset ids instead of words."""
+    terms = [(weights[0], "verbs"), (weights[1], "nouns")]
+    return _set_proxy(terms, rows, cols, classes.map, row_groups, rho)
+
+
+def met(
+    rows: Parsed,
+    cols: Parsed | None = None,
+    *,
+    wordnet,
+    row_groups=None,
+    workers: int = 2,
+):
+    """METEOR with the row captions as references and the columns as hypotheses."""
+    cols = rows if cols is None else cols
+    return meteor_lib.meteor_matrix(
+        rows.tokens, cols.tokens, wordnet=wordnet, ref_groups=row_groups, workers=workers
+    ).astype(np.float32)
+
+
+def relevance(proxy: np.ndarray, own: Sequence[int] | np.ndarray) -> np.ndarray:
+    """S(x_i, y_j) = 1 if caption j describes video i (own[j] == i), else proxy[i, j].
+
+    Args:
+      proxy: [videos, captions] proxy scores.
+      own: [captions] the video (row) index of each caption.
+    """
+    own = np.asarray(own, np.int64).reshape(-1)
+    if own.size != proxy.shape[1]:
+        raise ValueError(f"own has {own.size} entries for {proxy.shape[1]} captions")
+    out = np.array(proxy, np.float32, copy=True)
+    out[own, np.arange(own.size)] = 1.0
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassMap:
+    """Maps a caption's verb / noun lemmas to class ids (the SYN proxy's synsets).
+
+    `verb` and `noun` map a word to its class; `map(parsed, field)` gives each caption's
+    ids, with words outside the map as extra classes keyed by the word itself.
+    """
+
+    verb: dict[str, int]
+    noun: dict[str, int]
+    sense: Callable[[tuple[str, ...], str, str], str | None] | None = None
+
+    @classmethod
+    def from_vocabs(cls, verbs: ClassVocab, nouns: ClassVocab) -> ClassMap:
+        """Classes from EPIC-style CSVs: every instance (and key) maps to its class id.
+
+        Instances of several words (EPIC's "pick-up", "food:scoop") also map by their
+        first part, the word spaCy's lemma of a caption gives ("pick", "food"), unless
+        that word is an instance or key of its own.
+        """
+        return cls(_word_classes(verbs), _word_classes(nouns))
+
+    @classmethod
+    def lesk(cls, wordnet) -> ClassMap:
+        """WordNet synsets chosen by NLTK's Lesk algorithm in each caption's context."""
+        from nltk.wsd import lesk
+
+        def sense(tokens: tuple[str, ...], word: str, pos: str) -> str | None:
+            synsets = wordnet.synsets(word, pos=pos)
+            if not synsets:
+                return None
+            return lesk(list(tokens), word, pos=pos, synsets=synsets).name()
+
+        return cls({}, {}, sense)
+
+    def map(self, parsed: Parsed, field: str) -> list[tuple[object, ...]]:
+        """Per caption, the class keys of its `field` ("verbs" or "nouns") words."""
+        table = self.verb if field == "verbs" else self.noun
+        wn_pos = "v" if field == "verbs" else "n"
+        out = []
+        for tokens, words in zip(parsed.tokens, getattr(parsed, field)):
+            keys = []
+            for w in words:
+                if w in table:
+                    keys.append(table[w])
+                elif self.sense is not None:
+                    keys.append(self.sense(tokens, w, wn_pos) or f"word:{w}")
+                else:
+                    keys.append(f"word:{w}")  # unseen word: a new singleton class
+            out.append(tuple(keys))
+        return out
+
+
+def _word_classes(vocab: ClassVocab) -> dict[str, int]:
+    table = vocab.synonyms()
+    for cid, (key, instances) in enumerate(zip(vocab.key, vocab.instances)):
+        for name in (key, *instances):
+            head = name.replace(":", "-").split("-")[0]
+            table.setdefault(head, cid)
+    return table
+
+
+def _identity(parsed: Parsed, field: str) -> list[tuple[str, ...]]:
+    return getattr(parsed, field)
+
+
+def _set_proxy(terms, rows, cols, keys_of, row_groups, rho) -> np.ndarray:
+    cols = rows if cols is None else cols
+    weighted = []
+    for weight, field in terms:
+        a, b = _class_sets(keys_of(rows, field), keys_of(cols, field))
+        if row_groups is not None:
+            a = a.aggregate(np.asarray(row_groups), rho)
+        weighted.append((weight, a, b))
+    return weighted_iou(weighted)
+
+
+def _class_sets(a_keys, b_keys) -> tuple[ClassSets, ClassSets]:
+    """Integer ClassSets for two lists of key tuples, with one shared key -> id table."""
+    ids: dict[object, int] = {}
+    a = ClassSets.from_lists([ids.setdefault(k, len(ids)) for k in keys] for keys in a_keys)
+    b = ClassSets.from_lists([ids.setdefault(k, len(ids)) for k in keys] for keys in b_keys)
+    return a, b

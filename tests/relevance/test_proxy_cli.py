@@ -1,0 +1,81 @@
+"""`python -m jaxsvr.relevance proxy`: matrices for every proxy, per-video rows, errors."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from jaxsvr.relevance import __main__ as relevance_cli
+from jaxsvr.relevance import captions, proxies
+
+
+@pytest.fixture()
+def caption_files(tmp_path):
+    a = tmp_path / "a.csv"
+    a.write_text(
+        "video_id,caption\n"
+        "v0,stir the soup in the pot\nv0,mix the soup\nv1,cut the onion\n"
+        "v1,chop an onion on the board\nv1,slice onions\n"
+    )
+    b = tmp_path / "b.csv"
+    b.write_text('narration_id,narration\nx_0,stir soup\nx_1,"cut onion, board"\n')
+    return a, b
+
+
+def test_every_proxy_writes_float32(caption_files, tmp_path, wordnet_reader, epic_dir):
+    a, b = caption_files
+    classes = ["--verb-classes", epic_dir / "EPIC_100_verb_classes.csv"]
+    classes += ["--noun-classes", epic_dir / "EPIC_100_noun_classes.csv"]
+    parsed_a, parsed_b = (captions.parse(captions.read_csv(f).texts) for f in (a, b))
+    for name, extra in [("bow", []), ("pos", []), ("syn", classes), ("syn", []), ("met", [])]:
+        out = tmp_path / f"{name}.npy"
+        argv = ["proxy", "--proxy", name, "--captions", a, "--columns", b, "--out", out]
+        assert relevance_cli.main([str(x) for x in [*argv, *extra, "--workers", "1"]]) == 0
+        rel = np.load(out)
+        assert rel.shape == (5, 2) and rel.dtype == np.float32
+        if name == "bow":
+            np.testing.assert_array_equal(rel, proxies.bow(parsed_a, parsed_b))
+        if name == "met":
+            want = proxies.met(parsed_a, parsed_b, wordnet=wordnet_reader, workers=1)
+            np.testing.assert_array_equal(rel, want)
+
+
+def test_per_video_rows_and_square_default(caption_files, tmp_path):
+    a, _ = caption_files
+    out = tmp_path / "pos.npy"
+    argv = ["proxy", "--proxy", "pos", "--captions", str(a), "--out", str(out)]
+    assert relevance_cli.main(argv) == 0
+    assert np.load(out).shape == (5, 5)
+    assert relevance_cli.main([*argv, "--per-video"]) == 0
+    rel = np.load(out)
+    assert rel.shape == (2, 5)
+    # v1 (3 captions, rho 0.25: items of any caption) has verbs {cut, chop, slice} and
+    # nouns {onion, board}; row 2 is "cut the onion"
+    assert rel[1, 2] == pytest.approx(0.5 / 3 + 0.5 / 2)
+    assert relevance_cli.main([*argv, "--per-video", "--rho", "0.5"]) == 0
+    assert np.load(out)[1, 2] == pytest.approx(0.5 * 0 + 0.5 * 1)  # only "onion" is in 2 of 3
+
+
+def test_errors_are_one_line(caption_files, tmp_path):
+    a, b = caption_files
+    bad = tmp_path / "bad.csv"
+    bad.write_text("video_id,text\nv,hello\n")
+    out = tmp_path / "r.npy"
+    cases = [
+        ["--proxy", "bow", "--captions", bad],
+        ["--proxy", "bow", "--captions", tmp_path / "none.csv"],
+        ["--proxy", "syn", "--captions", a, "--verb-classes", a],
+        ["--proxy", "bow", "--captions", b, "--per-video"],
+        ["--proxy", "bow", "--captions", a, "--pipeline", "en_core_web_xx_missing"],
+    ]
+    for args in cases:
+        r = subprocess.run(
+            [sys.executable, "-m", "jaxsvr.relevance", "proxy", *map(str, args), "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 2 and r.stderr.startswith("error: "), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not list(tmp_path.glob("r.npy*"))
