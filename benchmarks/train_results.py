@@ -5,12 +5,16 @@ features and prints a markdown table (mean and half-range over seeds).
   python benchmarks/train_results.py --grid hgr --epochs 4 --seeds 0 1
   python benchmarks/train_results.py --grid heads --epochs 20 --seeds 0 1
   python benchmarks/train_results.py --grid contra --epochs 10 --seeds 0 1
+  python benchmarks/train_results.py --grid proxy --epochs 5 --seeds 0 1
 
 Grids: `triplet` (MME and JPoSE, fixed vs relevance margin), `hgr` (HGR with hard
 negatives, RAN, RANP, relevance margin), `heads` (projection heads with MI-MM, adaptive
 MI-MM, SMS), `contra` (ConTra: clip context m = 0..5, text and both contexts; RSum is
-then single-instance, `eval.positives=narration`). `--set KEY=VALUE` adds
-`--config.KEY=VALUE` to every run.
+then single-instance, `eval.positives=narration`), `proxy` (MME on the EPIC annotations in
+YouCook2 form, `python -m jaxsvr.data.youcook2`, with classes from the captions via the
+EPIC class CSVs: instance triplets vs thresholded semantic triplets under the SYN proxy at
+several T, all evaluated with SYN relevance). `--set KEY=VALUE` adds `--config.KEY=VALUE`
+to every run.
 
 Each run is `python -m jaxsvr.main` in its own workdir under --out (an existing finished
 workdir is reused: rerunning resumes or re-evaluates it). The seed sets `config.seed`
@@ -52,20 +56,33 @@ GRIDS = {
         ("ConTra, text context m = 4", "configs/epic_contra.py:context=text"),
         ("ConTra, clip + text context m = 4", "configs/epic_contra.py:context=both"),
     ],
+    "proxy": [
+        ("MME, instance triplets (SYN eval)", "configs/youcook2_mme.py:proxy=syn,instance"),
+        *(
+            (f"MME, SYN triplets T = {t}", f"configs/youcook2_mme.py:proxy=syn,t={t}")
+            for t in ("0.2", "0.4", "0.6", "0.8")
+        ),
+    ],
 }
 KEYS = ("ndcg_avg", "map_avg", "ndcg_v2t", "ndcg_t2v", "map_v2t", "map_t2v", "rsum")
 
 
 def run(config: str, seed: int, args) -> dict:
-    name = config.split("/")[-1].replace(".py:", "_").replace("=", "-")
+    name = config.split("/")[-1].replace(".py:", "_").replace("=", "-").replace(",", "_")
     workdir = Path(args.out) / f"{name}_seed{seed}"
+    data = [f"--config.data.annotations={args.annotations}"]
+    if args.grid == "proxy":
+        data = [
+            f"--config.data.annotations={youcook2_style(args)}",
+            f"--config.data.syn_classes={args.annotations}",
+        ]
     cmd = [
         sys.executable,
         "-m",
         "jaxsvr.main",
         f"--config={config}",
         f"--workdir={workdir}",
-        f"--config.data.annotations={args.annotations}",
+        *data,
         f"--config.seed={seed}",
         f"--config.train.num_epochs={args.epochs}",
         f"--config.eval.every_epochs={args.epochs}",
@@ -74,6 +91,28 @@ def run(config: str, seed: int, args) -> dict:
     ]
     subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
     return json.loads((workdir / "metrics.json").read_text())
+
+
+def youcook2_style(args) -> Path:
+    """The EPIC annotations in YouCook2 form, written once under --out."""
+    path = Path(args.out) / "epic_youcook2_style.json"
+    if not path.is_file():
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jaxsvr.data.youcook2",
+                "--epic",
+                args.annotations,
+                "--out",
+                str(path),
+            ],
+            check=True,
+            cwd=ROOT,
+            capture_output=True,
+        )
+    return path
 
 
 def main() -> None:

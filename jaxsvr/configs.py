@@ -55,6 +55,16 @@ def base() -> ml_collections.ConfigDict:
 
     c.data = d = ml_collections.ConfigDict()
     d.annotations = ""  # EPIC-KITCHENS-100 folder; "" = built-in synthetic kitchen data
+    # annotation format: "epic100" (the folder above, or built-in data), or "youcook2" /
+    # "msrvtt": data.annotations is then the dataset's JSON file (jaxsvr.data.captioned)
+    d.format = "epic100"
+    # classes of free-form captions (youcook2 / msrvtt; also the syn proxy): "" = each
+    # word its own class, "wordnet" = WordNet + Lesk, or a folder with EPIC-style
+    # EPIC_100_{verb,noun}_classes.csv
+    d.syn_classes = ""
+    # test relevance (and semantic training positives): "class" (EPIC class IoU), or a
+    # caption proxy bow | pos | syn | met (jaxsvr.relevance.proxies), with S = 1 on own pairs
+    d.relevance = ml_collections.ConfigDict({"proxy": "class", "rho": 0.25, "weights": (0.5, 0.5)})
     d.train_clips = epic100.TRAIN_CLIPS  # train CSV inside data.annotations
     d.features = (
         ""  # folder of real features ({train,test}.npy|npz, or EPIC pickles); "" = synthetic
@@ -108,6 +118,11 @@ def base() -> ml_collections.ConfigDict:
     # captions with relevance > pair_threshold; EgoVLP/AVION sampling for MI-MM and SMS)
     s.pairing = "own"
     s.pair_threshold = 0.1
+    # triplet loss, action level: positives by "class" (same verb + main noun), "instance"
+    # (only the clip's own caption), or "proxy": S >= threshold under data.relevance.proxy
+    # (thresholded semantic triplets, Wray et al. 2021), negatives S < threshold
+    s.positives = "class"
+    s.threshold = 0.4
 
     c.optimizer = o = ml_collections.ConfigDict()
     o.name = "sgd"

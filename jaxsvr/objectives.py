@@ -37,7 +37,7 @@ import ml_collections
 import numpy as np
 
 from jaxsvr import losses
-from jaxsvr.data import batches, triplets, windows
+from jaxsvr.data import batches, dataset, triplets, windows
 from jaxsvr.data.batches import PairSampler
 from jaxsvr.errors import InputError
 from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, triplet_terms
@@ -101,6 +101,22 @@ def _embed(model, params, inputs: dict, rng) -> tuple[Any, Any]:
     return video, text
 
 
+POSITIVES = ("class", "instance", "proxy")
+
+
+def _semantic_positives(config, clips):
+    """The triplet sampler's action-level positives for `config.sampler.positives`."""
+    kind = config.sampler.positives
+    if kind not in POSITIVES:
+        raise InputError(f"unknown config.sampler.positives {kind!r}: use one of {POSITIVES}")
+    if kind == "class":
+        return None
+    n = len(clips)
+    if kind == "instance":  # each clip's only positive is itself
+        return np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int32)
+    return dataset.semantic_positives(config.data, clips, config.sampler.threshold)
+
+
 class TripletObjective:
     """Offline triplets with fixed or relevance margins (JPoSE / MME)."""
 
@@ -149,6 +165,7 @@ class TripletObjective:
             margin=lo.margin,
             fixed_margin=lo.fixed_margin,
             seed=config.seed,
+            semantic=_semantic_positives(config, train_split.clips),
         )
         self.gathers = {k: (k, "rows") for k in ("video", *model.text_fields)}
         self.weights = {

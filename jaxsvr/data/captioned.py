@@ -98,15 +98,7 @@ def to_clips(
     """
     parsed = parsed or captions_lib.parse(rows.caption, pipeline)
     class_ids = class_ids if class_ids is not None else {}
-    verb_ids, noun_ids = class_ids.setdefault("verb", {}), class_ids.setdefault("noun", {})
-    verbs = [
-        verb_ids.setdefault(k[0] if k else NO_VERB, len(verb_ids))
-        for k in class_map.map(parsed, "verbs")
-    ]
-    nouns = [
-        [noun_ids.setdefault(k, len(noun_ids)) for k in keys]
-        for keys in class_map.map(parsed, "nouns")
-    ]
+    verbs, nouns = caption_classes(parsed, class_map, class_ids)
     _, groups = rows.clip_groups()
     first = np.unique(groups, return_index=True)[1]  # groups are numbered by first row
     clip_verbs, verb_words = [], []
@@ -131,6 +123,21 @@ def to_clips(
         noun_classes=noun_sets,
         noun_class=main,
     )
+
+
+def caption_classes(parsed, class_map, class_ids: dict[str, dict[object, int]]):
+    """Per caption, its verb class id (its first verb's; "<none>" without a verb) and noun
+    class ids, numbering new class keys in `class_ids` ("verb" / "noun" tables)."""
+    verb_ids, noun_ids = class_ids.setdefault("verb", {}), class_ids.setdefault("noun", {})
+    verbs = [
+        verb_ids.setdefault(k[0] if k else NO_VERB, len(verb_ids))
+        for k in class_map.map(parsed, "verbs")
+    ]
+    nouns = [
+        [noun_ids.setdefault(k, len(noun_ids)) for k in keys]
+        for keys in class_map.map(parsed, "nouns")
+    ]
+    return verbs, nouns
 
 
 def load_json(path: Path):

@@ -4,7 +4,11 @@ Sources, in the order the first log lines report them:
 - annotations: `config.data.annotations` = an EPIC-KITCHENS-100 folder (train:
   `config.data.train_clips`, default `EPIC_100_uda_source_train.csv`; test:
   `EPIC_100_retrieval_test.csv` clips x `EPIC_100_retrieval_test_sentence.csv` sentences),
-  or "" for the built-in synthetic kitchen annotations (`jaxsvr.data.kitchen`, nothing downloaded);
+  or "" for the built-in synthetic kitchen annotations (`jaxsvr.data.kitchen`, nothing
+  downloaded); with `config.data.format` = "youcook2" / "msrvtt", the dataset's JSON file
+  (`jaxsvr.data.captioned`): clips get verb/noun classes from their captions
+  (`config.data.syn_classes`), test sentences are the test (or, without test rows,
+  validation) captions;
 - features: `config.data.features` = a folder of real features (`jaxsvr.data.features`), or
   "" for synthetic features from the class structure (`jaxsvr.data.synthetic`);
 - text: a vocabulary built from the training captions and their verb/noun words
@@ -15,8 +19,12 @@ Sources, in the order the first log lines report them:
   (heads): `{train,test}_text.npy|npz` in the features folder when `config.data.features`
   is set (then required), else synthetic ones from `jaxsvr.data.synthetic_text`.
 
-Train rows are clips: clip i's video features and its own narration form pair i. Test rows
-are clips (videos) and sentences (texts), with the class relevance between them.
+Train rows are clips: clip i's video features and its own narration form pair i (a
+multi-caption MSR-VTT video trains with its first caption). Test rows are clips (videos)
+and sentences (texts), with the relevance between them: EPIC class relevance, or with
+`config.data.relevance.proxy` a caption proxy (`jaxsvr.relevance.proxies`; a clip with
+several captions aggregates them), S = 1 where the sentence is the clip's own caption.
+`semantic_positives` gives thresholded-triplet positives under the same relevance.
 """
 
 from __future__ import annotations
@@ -29,19 +37,25 @@ import ml_collections
 import numpy as np
 
 from jaxsvr.data import (
+    captioned,
     epic100,
     features,
     kitchen,
+    msrvtt,
     roles,
     synthetic,
     synthetic_text,
     text,
     windows,
+    youcook2,
 )
-from jaxsvr.data.epic100 import Clips
+from jaxsvr.data.epic100 import Clips, Sentences
 from jaxsvr.errors import InputError
-from jaxsvr.relevance import class_relevance
+from jaxsvr.relevance import RelevanceIndex, captions, class_relevance, proxies, wordnet
 from jaxsvr.relevance.class_sets import ClassSets
+
+CAPTIONED = {"youcook2": youcook2.read, "msrvtt": msrvtt.read}
+FORMATS = ("epic100", *CAPTIONED)
 
 TOKEN_FIELDS = ("caption", "verb", "noun")  # always built
 ROLE_FIELDS = ("token_node", "node_role", "noun_verb")
@@ -109,7 +123,7 @@ def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS
     unknown = set(fields) - {*TOKEN_FIELDS, *ROLE_FIELDS, FEATURE_FIELD}
     if unknown:
         raise ValueError(f"unknown text fields {sorted(unknown)}")
-    train_clips, test_clips, test_sents, num_verbs, num_nouns = _annotations(data)
+    train_clips, test_clips, test_sents, num_verbs, num_nouns, clip_texts = _annotations(data)
     train_words = _pos_words(train_clips.narration, train_clips.verb, train_clips.nouns, data)
     sent_rows = _sentence_rows(test_clips, test_sents.narration_id)
     test_words = _pos_words(
@@ -129,12 +143,7 @@ def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS
     logging.info("text: %d words in the vocabulary (from the training captions)", len(vocab))
 
     train_video, test_video = _features(data, train_clips, test_clips, num_verbs, num_nouns)
-    rel = class_relevance(
-        test_clips.verb_classes,
-        test_clips.noun_classes,
-        test_sents.verb_classes,
-        test_sents.noun_classes,
-    )
+    rel = _test_relevance(data, test_clips, test_sents, sent_rows, clip_texts)
     train_text = {f: text.encode(train_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     test_text = {f: text.encode(test_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     if set(ROLE_FIELDS) & set(fields):
@@ -169,6 +178,16 @@ def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS
 
 
 def _annotations(data):
+    """(train clips, test clips, test sentences, verb classes, noun classes, the captions
+    of the test clips with their clip index (None: one caption each, the narration))."""
+    if data.format in CAPTIONED:
+        return _captioned(data)
+    if data.format != "epic100":
+        raise InputError(f"unknown config.data.format {data.format!r}: use one of {FORMATS}")
+    return (*_epic_or_builtin(data), None)
+
+
+def _epic_or_builtin(data):
     if data.annotations:
         root = Path(data.annotations)
         if not root.is_dir():
@@ -194,6 +213,115 @@ def _annotations(data):
     train, _ = kitchen.generate(data.num_videos, data.clips_per_video, data.seed, split="train")
     test, sents = kitchen.generate(data.test_videos, data.clips_per_video, data.seed, split="test")
     return train, test, sents, len(kitchen.VERBS), len(kitchen.NOUNS)
+
+
+def _captioned(data):
+    path = Path(data.annotations)
+    if data.annotations:
+        logging.info("data: %s annotations from %s (classes from the captions)", data.format, path)
+        rows = CAPTIONED[data.format](path)
+    elif data.format == "youcook2":
+        train, test, *_ = _epic_or_builtin(data)
+        logging.info("data: the built-in kitchen annotations in YouCook2 form")
+        rows = youcook2.parse(youcook2.from_clips(train, test))
+    else:
+        raise InputError(
+            f"config.data.annotations is empty: point it at the {data.format} JSON file "
+            "(built-in data exists for format 'youcook2' and 'epic100' only)"
+        )
+    train_rows = rows.select("train")
+    test_rows = rows.select("test") if "test" in rows.split else rows.select("val")
+    for name, part in (("train", train_rows), ("test or validation", test_rows)):
+        if not len(part):
+            raise InputError(f"{path}: no {name} captions: the file must hold both splits")
+    classes = syn_class_map(data)
+    ids: dict[str, dict] = {}
+    train = captioned.to_clips(train_rows, classes, pipeline=data.spacy_pipeline, class_ids=ids)
+    parsed_test = captions.parse(test_rows.caption, data.spacy_pipeline)
+    test = captioned.to_clips(test_rows, classes, parsed_test, class_ids=ids)
+    verbs, nouns = captioned.caption_classes(parsed_test, classes, ids)
+    _, groups = test_rows.clip_groups()
+    sents = Sentences(
+        narration_id=[test.narration_id[g] for g in groups],
+        narration=list(test_rows.caption),
+        verb_classes=ClassSets.from_labels(verbs),
+        noun_classes=ClassSets.from_lists(nouns),
+    )
+    multi = len(groups) > len(test)
+    clip_texts = (list(test_rows.caption), groups) if multi else None
+    return train, test, sents, len(ids["verb"]), len(ids["noun"]), clip_texts
+
+
+def syn_class_map(data) -> proxies.ClassMap:
+    """The class map of `config.data.syn_classes`: words, WordNet + Lesk, or class CSVs."""
+    if not data.syn_classes:
+        return proxies.ClassMap({}, {})
+    if data.syn_classes == "wordnet":
+        return proxies.ClassMap.lesk(wordnet.load())
+    folder = Path(data.syn_classes)
+    if not folder.is_dir():
+        raise InputError(
+            f"config.data.syn_classes={data.syn_classes!r} is not a folder: use '', 'wordnet' "
+            f"or a folder with {epic100.VERB_CLASSES} and {epic100.NOUN_CLASSES}"
+        )
+    return proxies.ClassMap.from_vocabs(
+        epic100.read_classes(folder / epic100.VERB_CLASSES),
+        epic100.read_classes(folder / epic100.NOUN_CLASSES),
+    )
+
+
+def _test_relevance(data, clips: Clips, sents: Sentences, sent_rows, clip_texts) -> np.ndarray:
+    """[clips, sentences] float32: class relevance, or a proxy with S = 1 on own pairs."""
+    r = data.relevance
+    if r.proxy == "class":
+        return class_relevance(
+            clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
+        )
+    texts, groups = clip_texts or (clips.narration, None)
+    rows = captions.parse(texts, data.spacy_pipeline)
+    cols = captions.parse(sents.narration, data.spacy_pipeline)
+    proxy = _proxy(data, rows, cols, groups)
+    ids = windows.text_ids([*clips.narration, *sents.narration])
+    own = ids[: len(clips)][:, None] == ids[len(clips) :][None, :]  # the same caption
+    rel = np.where(own, np.float32(1), proxies.relevance(proxy, sent_rows))
+    logging.info("relevance: proxy %s (rho %.2f), S = 1 on own captions", r.proxy, r.rho)
+    return rel
+
+
+def _proxy(data, rows, cols, groups=None) -> np.ndarray:
+    r = data.relevance
+    needs_wordnet = r.proxy == "met"
+    return proxies.compute(
+        r.proxy,
+        rows,
+        cols,
+        classes=syn_class_map(data) if r.proxy == "syn" else None,
+        wordnet=wordnet.load() if needs_wordnet else None,
+        weights=tuple(r.weights),
+        row_groups=groups,
+        rho=r.rho,
+    )
+
+
+def semantic_positives(data, clips: Clips, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """Thresholded-triplet positives among training clips: CSR of {j : S(i, j) >= T},
+    each clip itself included, with S the test relevance kind (`config.data.relevance`)."""
+    n = len(clips)
+    if data.relevance.proxy == "class":
+        index = RelevanceIndex(clips.verb_classes, clips.noun_classes)
+        everyone = np.arange(n)
+        score = lambda idx: index.matrix(idx, everyone)  # noqa: E731
+    else:
+        parsed = captions.parse(clips.narration, data.spacy_pipeline)
+        score = lambda idx: _proxy(data, parsed.take(idx.tolist()), parsed)  # noqa: E731
+    indptr, indices = proxies.threshold_pairs(score, n, threshold)
+    logging.info(
+        "sampler: semantic positives S >= %.2f under %s: %.1f per clip on average",
+        threshold,
+        data.relevance.proxy,
+        indices.size / max(n, 1),
+    )
+    return indptr, indices
 
 
 def _num_classes(path: Path, *sets: ClassSets) -> int:

@@ -14,6 +14,12 @@ Per level:
   negative = a clip with another action.
 Negatives are drawn uniformly over clips (so classes by frequency) and redrawn until valid.
 
+Semantic positives (`semantic`, Wray et al. 2021, thresholded semantic triplets): the
+action level instead takes its positives among the clips j with S(i, j) >= T under a
+caption proxy (always including the anchor itself) and its negatives among the others;
+`semantic` is that set as CSR rows (`jaxsvr.relevance.proxies.threshold_pairs`). Instance
+training is the special case where each anchor's only positive is itself.
+
 Margins (host-side, for the sampled negatives): `fixed` gives `fixed_margin` everywhere;
 `relevance` gives the relevance margin of "Relevance-based Margin for Contrastively-trained
 Video Retrieval Models": 1 - R(anchor, negative) at the action level, with R the EPIC class
@@ -71,6 +77,8 @@ class TripletSampler:
       margin: "fixed" or "relevance".
       fixed_margin: the margin when margin == "fixed" (JPoSE: 1.0).
       seed: the sampling seed.
+      semantic: (indptr [N + 1], indices) CSR of each clip's semantic positives for the
+        action level (itself included); None samples actions by class.
     """
 
     def __init__(
@@ -85,6 +93,7 @@ class TripletSampler:
         margin: str = "fixed",
         fixed_margin: float = 1.0,
         seed: int = 0,
+        semantic: tuple[np.ndarray, np.ndarray] | None = None,
     ):
         if not levels or set(levels) - set(LEVELS):
             raise InputError(f"unknown triplet levels {levels}: use a subset of {LEVELS}")
@@ -116,6 +125,22 @@ class TripletSampler:
         self.by_verb = _inverted(self.verbs)
         self.by_action = _inverted(self.action)
         self.by_noun = _inverted(nouns.indices, owners=nouns.rows)
+        self.semantic = None
+        if semantic is not None:
+            if margin != "fixed":
+                raise InputError(
+                    "semantic (proxy) positives use a fixed margin: set config.loss.margin='fixed'"
+                )
+            indptr, indices = (np.asarray(x) for x in semantic)
+            if indptr.size != self.n + 1:
+                raise ValueError(
+                    f"semantic positives have {indptr.size - 1} rows for {self.n} clips"
+                )
+            counts = np.diff(indptr)
+            # sorted keys i * N + j of the positive pairs, for membership tests
+            owners = np.repeat(np.arange(self.n, dtype=np.int64), counts)
+            self._semantic_keys = np.sort(owners * self.n + indices)
+            self.semantic = (indptr[:-1].astype(np.int64), counts, indices.astype(np.int64))
 
     @property
     def rows_per_anchor(self) -> int:
@@ -168,6 +193,8 @@ class TripletSampler:
         if level == "verb":
             return _draw(self.by_verb, self.verbs[a], rng)
         if level == "action":
+            if self.semantic is not None:
+                return _draw(self.semantic, a, rng)
             return _draw(self.by_action, self.action[a], rng)
         # noun: a noun of the anchor's set, then a clip with that noun; no noun -> itself
         sizes = self.nouns.sizes[a]
@@ -179,6 +206,12 @@ class TripletSampler:
         if level == "verb":
             return self.verbs[c] != self.verbs[a]
         if level == "action":
+            if self.semantic is not None:
+                keys = a * self.n + c
+                at = np.minimum(
+                    np.searchsorted(self._semantic_keys, keys), self._semantic_keys.size - 1
+                )
+                return self._semantic_keys[at] != keys
             return self.action[c] != self.action[a]
         bits = self.relevance.noun_bits
         return np.any(bits[c] & ~bits[a], axis=-1)

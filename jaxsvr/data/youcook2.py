@@ -10,15 +10,23 @@ the video (`order` = annotation position after sorting by segment start), so con
 models see neighbouring steps. Splits map to `train` / `val` / `test` (YouCook2's
 validation set is the usual test set: `read(..., val_as_test=True)`, the default).
 Any malformed entry raises `InputError` naming the file, video and annotation.
+
+`from_clips` writes EPIC-style clip tables in this format ("YouCook2-style" data with
+real captions: the EPIC annotations, or the built-in kitchen data the trainer uses when
+`config.data.annotations` is empty):
+  python -m jaxsvr.data.youcook2 --epic ../shared/data/epic100 --out /tmp/epic_yc2.json
 """
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import numpy as np
 
 from jaxsvr.data.captioned import CaptionedVideos, load_json
+from jaxsvr.data.epic100 import Clips
 from jaxsvr.errors import InputError
 
 SUBSETS = {"training": "train", "validation": "val", "testing": "test"}
@@ -26,8 +34,11 @@ SUBSETS = {"training": "train", "validation": "val", "testing": "test"}
 
 def read(path: str | Path, val_as_test: bool = True) -> CaptionedVideos:
     """All annotated segments of the file, videos in file order, segments by start time."""
-    path = Path(path)
-    data = load_json(path)
+    return parse(load_json(Path(path)), Path(path), val_as_test)
+
+
+def parse(data, path: str | Path = "<annotations>", val_as_test: bool = True) -> CaptionedVideos:
+    """`read` on an already loaded JSON object (`path` names it in errors)."""
     database = data.get("database") if isinstance(data, dict) else None
     if not isinstance(database, dict):
         raise InputError(f"{path}: no 'database' object: expected YouCook2's annotation JSON")
@@ -87,3 +98,62 @@ def _segment(ann, where: str) -> tuple[float, float, int, str]:
     if not isinstance(ann_id, int):
         raise InputError(f"{where}: 'id' is {ann_id!r}, expected an integer")
     return float(seg[0]), float(seg[1]), ann_id, sentence.strip()
+
+
+def from_clips(train: Clips, test: Clips) -> dict:
+    """YouCook2-format annotations from EPIC-style clip tables (e.g. the EPIC CSVs or the
+    built-in kitchen data): each video's clips in narration order become its segments,
+    the narrations its sentences; `train` videos are "training", `test` ones
+    "validation" (YouCook2's usual test set). Video ids are prefixed by the split."""
+    database = {}
+    for subset, clips in (("training", train), ("validation", test)):
+        for vid, rows in clips.video_clips().items():
+            anns = [
+                {
+                    "id": k,
+                    "segment": [
+                        float(clips.start_s[r]),
+                        float(max(clips.stop_s[r], clips.start_s[r])),
+                    ],
+                    "sentence": clips.narration[r],
+                }
+                for k, r in enumerate(rows.tolist())
+            ]
+            database[f"{subset}-{vid}"] = {"subset": subset, "annotations": anns}
+    return {"database": database}
+
+
+def write(obj: dict, path: str | Path) -> None:
+    """Writes annotations as JSON atomically (temporary file + rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from jaxsvr.data import epic100
+
+    p = argparse.ArgumentParser(
+        prog="python -m jaxsvr.data.youcook2", description=from_clips.__doc__.splitlines()[0]
+    )
+    p.add_argument("--epic", required=True, help="EPIC-KITCHENS-100 annotation folder")
+    p.add_argument("--train-clips", default=epic100.TRAIN_CLIPS)
+    p.add_argument("--out", required=True, help="output JSON")
+    args = p.parse_args(argv)
+    root = Path(args.epic)
+    obj = from_clips(
+        epic100.read_clips(root / args.train_clips), epic100.read_clips(root / epic100.TEST_CLIPS)
+    )
+    write(obj, args.out)
+    n = sum(len(v["annotations"]) for v in obj["database"].values())
+    print(f"wrote {args.out}: {len(obj['database'])} videos, {n} segments")
+    return 0
+
+
+if __name__ == "__main__":
+    from jaxsvr import cli
+
+    raise SystemExit(cli.run(main))

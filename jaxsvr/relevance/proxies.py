@@ -23,7 +23,9 @@ items present in at least `rho` = 25% of its captions (`ClassSets.aggregate`); f
 the video's captions are the references of NLTK's multi-reference score (the max).
 
 `relevance(proxy_matrix, own)` gives the training / evaluation relevance of the paper,
-S(x_i, y_j) = 1 where caption j belongs to video i, else the proxy.
+S(x_i, y_j) = 1 where caption j belongs to video i, else the proxy. `compute(name, ...)`
+picks a proxy by name; `threshold_pairs` turns a train x train proxy into the semantic
+positives (S >= T, CSR, row by row) of thresholded triplets (`jaxsvr.data.triplets`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from jaxsvr.data.epic100 import ClassVocab
+from jaxsvr.errors import InputError
 from jaxsvr.relevance import meteor as meteor_lib
 from jaxsvr.relevance.captions import Parsed
 from jaxsvr.relevance.class_sets import ClassSets
@@ -189,3 +192,60 @@ def _class_sets(a_keys, b_keys) -> tuple[ClassSets, ClassSets]:
     a = ClassSets.from_lists([ids.setdefault(k, len(ids)) for k in keys] for keys in a_keys)
     b = ClassSets.from_lists([ids.setdefault(k, len(ids)) for k in keys] for keys in b_keys)
     return a, b
+
+
+def compute(
+    name: str,
+    rows: Parsed,
+    cols: Parsed | None = None,
+    *,
+    classes: ClassMap | None = None,
+    wordnet=None,
+    weights: tuple[float, float] = DEFAULT_WEIGHTS,
+    row_groups=None,
+    rho: float = DEFAULT_RHO,
+    workers: int = 2,
+) -> np.ndarray:
+    """The proxy `name` (one of NAMES) as float32 [rows, columns]; `classes` for syn
+    (default: the words themselves), `wordnet` for met."""
+    if name not in NAMES:
+        raise InputError(f"unknown relevance proxy {name!r}: use one of {NAMES}")
+    kw = dict(row_groups=row_groups)
+    if name == "bow":
+        return bow(rows, cols, rho=rho, **kw)
+    if name == "pos":
+        return pos(rows, cols, weights=weights, rho=rho, **kw)
+    if name == "syn":
+        return syn(rows, cols, classes=classes or ClassMap({}, {}), weights=weights, rho=rho, **kw)
+    if wordnet is None:
+        raise InputError(
+            "the met proxy needs WordNet: pass wordnet=jaxsvr.relevance.wordnet.load()"
+        )
+    return met(rows, cols, wordnet=wordnet, workers=workers, **kw)
+
+
+def threshold_pairs(
+    score_rows: Callable[[np.ndarray], np.ndarray], n: int, threshold: float, chunk: int = 2048
+) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (i, j) with score >= threshold, plus every (i, i), as CSR over rows.
+
+    Args:
+      score_rows: row indices -> their scores against all n columns, [len(rows), n].
+      n: items (rows = columns).
+      threshold: T; the semantic positives of thresholded triplets are S >= T.
+      chunk: rows scored at a time (bounds memory: chunk x n floats).
+
+    Returns:
+      (indptr [n + 1] int64, indices int32), each row's columns sorted.
+    """
+    indptr = np.zeros(n + 1, np.int64)
+    parts = []
+    for start in range(0, n, chunk):
+        idx = np.arange(start, min(start + chunk, n))
+        keep = np.asarray(score_rows(idx)) >= threshold
+        keep[np.arange(idx.size), idx] = True
+        r, c = np.nonzero(keep)
+        np.add.at(indptr, idx[r] + 1, 1)
+        parts.append(c.astype(np.int32))
+    np.cumsum(indptr, out=indptr)
+    return indptr, (np.concatenate(parts) if parts else np.zeros(0, np.int32))

@@ -1,0 +1,130 @@
+"""Training with caption proxies: YouCook2-style data, proxy test relevance, thresholded
+semantic triplets (positives S >= T, negatives S < T) and instance triplets."""
+
+import json
+
+import numpy as np
+import pytest
+from train_runs import config
+
+from jaxsvr import train
+from jaxsvr.data import dataset, triplets, youcook2
+from jaxsvr.errors import InputError
+from jaxsvr.relevance import captions, proxies
+from jaxsvr.relevance.class_sets import ClassSets
+
+
+def test_threshold_pairs_against_dense():
+    rng = np.random.default_rng(0)
+    dense = rng.random((23, 23)).astype(np.float32)
+    indptr, indices = proxies.threshold_pairs(lambda idx: dense[idx], 23, 0.7, chunk=5)
+    for i in range(23):
+        want = sorted(set(np.flatnonzero(dense[i] >= 0.7)) | {i})
+        assert indices[indptr[i] : indptr[i + 1]].tolist() == want
+
+
+def test_semantic_sampler_draws_inside_and_outside_the_threshold():
+    rng = np.random.default_rng(1)
+    n = 40
+    s = rng.random((n, n))
+    s = (s + s.T) / 2
+    indptr, indices = proxies.threshold_pairs(lambda idx: s[idx], n, 0.6)
+    verbs = rng.integers(0, 3, n)
+    nouns = ClassSets.from_lists([[int(x)] for x in rng.integers(0, 4, n)])
+    sampler = triplets.TripletSampler(
+        verbs, nouns, levels=("action",), num_triplets=5, semantic=(indptr, indices)
+    )
+    t = sampler.triplets(0)
+    anchors = np.arange(n)[:, None]
+    pos, neg = t.positive[:, 0], t.negative[:, 0]
+    assert np.all((s[anchors, pos] >= 0.6) | (pos == anchors))
+    assert np.all((s[anchors, neg] < 0.6) & (neg != anchors))
+    inst = triplets.TripletSampler(
+        verbs,
+        nouns,
+        levels=("action",),
+        num_triplets=3,
+        semantic=(np.arange(n + 1), np.arange(n, dtype=np.int32)),
+    )
+    ti = inst.triplets(0)
+    assert np.all(ti.positive[:, 0] == anchors) and np.all(ti.negative[:, 0] != anchors)
+    with pytest.raises(InputError, match="fixed margin"):
+        triplets.TripletSampler(verbs, nouns, margin="relevance", semantic=(indptr, indices))
+
+
+def test_builtin_youcook2_form_and_proxy_relevance():
+    c = config("youcook2_mme", "proxy=bow,runlocal")
+    data = dataset.load(c.data)
+    test = data.test
+    assert test.relevance.shape == (len(test.clips), len(test.sentence_rows))
+    own = test.relevance[test.sentence_rows, np.arange(len(test.sentence_rows))]
+    np.testing.assert_array_equal(own, 1.0)
+    # off the own pairs the relevance is BoW between the clip's caption and the sentence
+    rows = captions.parse(test.clips.narration)
+    cols = captions.parse([test.clips.narration[r] for r in test.sentence_rows])
+    bow = proxies.bow(rows, cols)
+    other = test.relevance != 1.0
+    np.testing.assert_allclose(test.relevance[other], bow[other])
+    assert data.train.clips.narration_id[0].startswith("training-")
+
+
+def test_youcook2_file_multi_caption_and_errors(tmp_path):
+    obj = {
+        "database": {
+            "a": {
+                "subset": "training",
+                "annotations": [
+                    {"id": 0, "segment": [0, 2], "sentence": "cut the onion"},
+                    {"id": 1, "segment": [2, 4], "sentence": "wash the pan"},
+                    {"id": 2, "segment": [4, 6], "sentence": "stir the soup"},
+                ],
+            },
+            "b": {
+                "subset": "validation",
+                "annotations": [
+                    {"id": 0, "segment": [0, 2], "sentence": "chop an onion"},
+                    {"id": 1, "segment": [2, 3], "sentence": "rinse the pan"},
+                ],
+            },
+        }
+    }
+    path = tmp_path / "yc2.json"
+    youcook2.write(obj, path)
+    c = config("youcook2_mme", "proxy=pos,runlocal")
+    c.data.annotations = str(path)
+    data = dataset.load(c.data)
+    assert len(data.train.clips) == 3 and len(data.test.clips) == 2
+    np.testing.assert_allclose(data.test.relevance, [[1.0, 0.0], [0.0, 1.0]])
+    obj["database"]["b"]["subset"] = "training"
+    youcook2.write(obj, path)
+    with pytest.raises(InputError, match="no test or validation captions"):
+        dataset.load(c.data)
+    c.data.format = "msrvtt"
+    c.data.annotations = ""
+    with pytest.raises(InputError, match="annotations is empty"):
+        dataset.load(c.data)
+    c.data.format = "youtube"
+    with pytest.raises(InputError, match="unknown config.data.format 'youtube'"):
+        dataset.load(c.data)
+
+
+@pytest.mark.parametrize("arg", ["proxy=syn,t=0.4,runlocal", "instance,runlocal"])
+def test_youcook2_mme_trains(arg, tmp_path):
+    m = train.train_and_evaluate(config("youcook2_mme", arg, train__num_epochs=2), tmp_path)
+    assert np.isfinite(m["ndcg_avg"]) and 0 < m["ndcg_avg"] <= 1
+    assert json.loads((tmp_path / "metrics.json").read_text())["ndcg_avg"] == m["ndcg_avg"]
+
+
+def test_semantic_positives_follow_the_threshold(tmp_path):
+    c = config("youcook2_mme", "proxy=bow,runlocal")
+    clips = dataset.load(c.data).train.clips
+    parsed = captions.parse(clips.narration)
+    bow = proxies.bow(parsed)
+    indptr, indices = dataset.semantic_positives(c.data, clips, 0.5)
+    for i in range(len(clips)):
+        want = sorted(set(np.flatnonzero(bow[i] >= 0.5)) | {i})
+        assert indices[indptr[i] : indptr[i + 1]].tolist() == want
+    with pytest.raises(InputError, match="sampler.positives 'maybe'"):
+        train.train_and_evaluate(
+            config("youcook2_mme", "runlocal", sampler__positives="maybe"), tmp_path
+        )
