@@ -128,3 +128,13 @@ def test_semantic_positives_follow_the_threshold(tmp_path):
         train.train_and_evaluate(
             config("youcook2_mme", "runlocal", sampler__positives="maybe"), tmp_path
         )
+
+
+def test_youcook2_contra_windows_over_recipe_steps(tmp_path):
+    c = config("youcook2_contra", "m=1,runlocal", train__num_epochs=1)
+    assert c.data.format == "youcook2"
+    data = dataset.load(c.data)
+    order = [r.tolist() for r in data.train.clips.video_clips().values()]
+    assert order[0] == list(range(len(order[0])))  # segments in time order, as stored
+    m = train.train_and_evaluate(c, tmp_path)
+    assert np.isfinite(m["rsum"]) and np.isfinite(m["ndcg_avg"])

@@ -2,8 +2,12 @@
 
 - `class_sets`: ragged verb/noun class sets, multi-caption aggregation (rho).
 - `classes`: EPIC-style class relevance, full matrices and fast batch matrices.
+- `captions`: spaCy parsing of captions (tokens, content lemmas, verbs, nouns).
+- `wordnet`: WordNet 3.0 for NLTK from Debian's packages, without downloads.
+- `proxies`: caption proxies BoW, PoS, SYN, METEOR (`meteor`: exact, fast NLTK METEOR),
+  video-to-caption relevance, thresholded semantic positives.
+- `analysis`: relevant captions per threshold, per-video correlation between proxies.
 - `python -m jaxsvr.relevance`: the command line (see `__main__`).
-Caption proxies (bag-of-words, PoS, synsets, METEOR) join this package later.
 """
 
 from jaxsvr.relevance.class_sets import ClassSets
