@@ -60,7 +60,7 @@ GRIDS = {
         ("MME, instance triplets (SYN eval)", "configs/youcook2_mme.py:proxy=syn,instance"),
         *(
             (f"MME, SYN triplets T = {t}", f"configs/youcook2_mme.py:proxy=syn,t={t}")
-            for t in ("0.2", "0.4", "0.6", "0.8")
+            for t in ("0.2", "0.4", "0.6")
         ),
     ],
 }

@@ -138,3 +138,18 @@ def test_youcook2_contra_windows_over_recipe_steps(tmp_path):
     assert order[0] == list(range(len(order[0])))  # segments in time order, as stored
     m = train.train_and_evaluate(c, tmp_path)
     assert np.isfinite(m["rsum"]) and np.isfinite(m["ndcg_avg"])
+
+
+def test_jpose_with_proxy_positives(tmp_path):
+    """JPoSE keeps class-sampled verb/noun levels; its action level takes proxy positives."""
+    c = config(
+        "epic_jpose",
+        "runlocal",
+        data__format="youcook2",
+        data__relevance__proxy="pos",
+        sampler__positives="proxy",
+        sampler__threshold=0.5,
+        train__num_epochs=1,
+    )
+    m = train.train_and_evaluate(c, tmp_path)
+    assert np.isfinite(m["ndcg_avg"])
