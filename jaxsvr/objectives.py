@@ -37,7 +37,7 @@ import ml_collections
 import numpy as np
 
 from jaxsvr import losses
-from jaxsvr.data import batches, dataset, triplets, windows
+from jaxsvr.data import batches, proxy_relevance, triplets, windows
 from jaxsvr.data.batches import PairSampler
 from jaxsvr.errors import InputError
 from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, triplet_terms
@@ -114,7 +114,7 @@ def _semantic_positives(config, clips):
     n = len(clips)
     if kind == "instance":  # each clip's only positive is itself
         return np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int32)
-    return dataset.semantic_positives(config.data, clips, config.sampler.threshold)
+    return proxy_relevance.semantic_positives(config.data, clips, config.sampler.threshold)
 
 
 class TripletObjective:

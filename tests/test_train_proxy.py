@@ -8,7 +8,7 @@ import pytest
 from train_runs import config
 
 from jaxsvr import train
-from jaxsvr.data import dataset, triplets, youcook2
+from jaxsvr.data import dataset, proxy_relevance, triplets, youcook2
 from jaxsvr.errors import InputError
 from jaxsvr.relevance import captions, proxies
 from jaxsvr.relevance.class_sets import ClassSets
@@ -120,7 +120,7 @@ def test_semantic_positives_follow_the_threshold(tmp_path):
     clips = dataset.load(c.data).train.clips
     parsed = captions.parse(clips.narration)
     bow = proxies.bow(parsed)
-    indptr, indices = dataset.semantic_positives(c.data, clips, 0.5)
+    indptr, indices = proxy_relevance.semantic_positives(c.data, clips, 0.5)
     for i in range(len(clips)):
         want = sorted(set(np.flatnonzero(bow[i] >= 0.5)) | {i})
         assert indices[indptr[i] : indptr[i + 1]].tolist() == want

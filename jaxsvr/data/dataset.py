@@ -24,7 +24,8 @@ multi-caption MSR-VTT video trains with its first caption). Test rows are clips 
 and sentences (texts), with the relevance between them: EPIC class relevance, or with
 `config.data.relevance.proxy` a caption proxy (`jaxsvr.relevance.proxies`; a clip with
 several captions aggregates them), S = 1 where the sentence is the clip's own caption.
-`semantic_positives` gives thresholded-triplet positives under the same relevance.
+(`jaxsvr.data.proxy_relevance`, which also gives thresholded-triplet positives under the
+same relevance).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from jaxsvr.data import (
     features,
     kitchen,
     msrvtt,
+    proxy_relevance,
     roles,
     synthetic,
     synthetic_text,
@@ -51,7 +53,7 @@ from jaxsvr.data import (
 )
 from jaxsvr.data.epic100 import Clips, Sentences
 from jaxsvr.errors import InputError
-from jaxsvr.relevance import RelevanceIndex, captions, class_relevance, proxies, wordnet
+from jaxsvr.relevance import captions
 from jaxsvr.relevance.class_sets import ClassSets
 
 CAPTIONED = {"youcook2": youcook2.read, "msrvtt": msrvtt.read}
@@ -143,7 +145,7 @@ def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS
     logging.info("text: %d words in the vocabulary (from the training captions)", len(vocab))
 
     train_video, test_video = _features(data, train_clips, test_clips, num_verbs, num_nouns)
-    rel = _test_relevance(data, test_clips, test_sents, sent_rows, clip_texts)
+    rel = proxy_relevance.test_relevance(data, test_clips, test_sents, sent_rows, clip_texts)
     train_text = {f: text.encode(train_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     test_text = {f: text.encode(test_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     if set(ROLE_FIELDS) & set(fields):
@@ -234,7 +236,7 @@ def _captioned(data):
     for name, part in (("train", train_rows), ("test or validation", test_rows)):
         if not len(part):
             raise InputError(f"{path}: no {name} captions: the file must hold both splits")
-    classes = syn_class_map(data)
+    classes = proxy_relevance.syn_class_map(data)
     ids: dict[str, dict] = {}
     train = captioned.to_clips(train_rows, classes, pipeline=data.spacy_pipeline, class_ids=ids)
     parsed_test = captions.parse(test_rows.caption, data.spacy_pipeline)
@@ -250,78 +252,6 @@ def _captioned(data):
     multi = len(groups) > len(test)
     clip_texts = (list(test_rows.caption), groups) if multi else None
     return train, test, sents, len(ids["verb"]), len(ids["noun"]), clip_texts
-
-
-def syn_class_map(data) -> proxies.ClassMap:
-    """The class map of `config.data.syn_classes`: words, WordNet + Lesk, or class CSVs."""
-    if not data.syn_classes:
-        return proxies.ClassMap({}, {})
-    if data.syn_classes == "wordnet":
-        return proxies.ClassMap.lesk(wordnet.load())
-    folder = Path(data.syn_classes)
-    if not folder.is_dir():
-        raise InputError(
-            f"config.data.syn_classes={data.syn_classes!r} is not a folder: use '', 'wordnet' "
-            f"or a folder with {epic100.VERB_CLASSES} and {epic100.NOUN_CLASSES}"
-        )
-    return proxies.ClassMap.from_vocabs(
-        epic100.read_classes(folder / epic100.VERB_CLASSES),
-        epic100.read_classes(folder / epic100.NOUN_CLASSES),
-    )
-
-
-def _test_relevance(data, clips: Clips, sents: Sentences, sent_rows, clip_texts) -> np.ndarray:
-    """[clips, sentences] float32: class relevance, or a proxy with S = 1 on own pairs."""
-    r = data.relevance
-    if r.proxy == "class":
-        return class_relevance(
-            clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
-        )
-    texts, groups = clip_texts or (clips.narration, None)
-    rows = captions.parse(texts, data.spacy_pipeline)
-    cols = captions.parse(sents.narration, data.spacy_pipeline)
-    proxy = _proxy(data, rows, cols, groups)
-    ids = windows.text_ids([*clips.narration, *sents.narration])
-    own = ids[: len(clips)][:, None] == ids[len(clips) :][None, :]  # the same caption
-    rel = np.where(own, np.float32(1), proxies.relevance(proxy, sent_rows))
-    logging.info("relevance: proxy %s (rho %.2f), S = 1 on own captions", r.proxy, r.rho)
-    return rel
-
-
-def _proxy(data, rows, cols, groups=None) -> np.ndarray:
-    r = data.relevance
-    needs_wordnet = r.proxy == "met"
-    return proxies.compute(
-        r.proxy,
-        rows,
-        cols,
-        classes=syn_class_map(data) if r.proxy == "syn" else None,
-        wordnet=wordnet.load() if needs_wordnet else None,
-        weights=tuple(r.weights),
-        row_groups=groups,
-        rho=r.rho,
-    )
-
-
-def semantic_positives(data, clips: Clips, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """Thresholded-triplet positives among training clips: CSR of {j : S(i, j) >= T},
-    each clip itself included, with S the test relevance kind (`config.data.relevance`)."""
-    n = len(clips)
-    if data.relevance.proxy == "class":
-        index = RelevanceIndex(clips.verb_classes, clips.noun_classes)
-        everyone = np.arange(n)
-        score = lambda idx: index.matrix(idx, everyone)  # noqa: E731
-    else:
-        parsed = captions.parse(clips.narration, data.spacy_pipeline)
-        score = lambda idx: _proxy(data, parsed.take(idx.tolist()), parsed)  # noqa: E731
-    indptr, indices = proxies.threshold_pairs(score, n, threshold)
-    logging.info(
-        "sampler: semantic positives S >= %.2f under %s: %.1f per clip on average",
-        threshold,
-        data.relevance.proxy,
-        indices.size / max(n, 1),
-    )
-    return indptr, indices
 
 
 def _num_classes(path: Path, *sets: ClassSets) -> int:

@@ -39,11 +39,12 @@ def read(path: str | Path) -> CaptionedVideos:
             raise InputError(
                 f"{where}: 'split' is {v.get('split')!r}, expected one of {sorted(SPLITS)}"
             )
-        videos[v["video_id"]] = (
-            split,
-            float(v.get("start time", 0.0)),
-            float(v.get("end time", 0.0)),
-        )
+        times = [v.get(k, 0.0) for k in ("start time", "end time")]
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in times):
+            raise InputError(f"{where}: 'start time' / 'end time' must be numbers, got {times}")
+        if v["video_id"] in videos:
+            raise InputError(f"{where}: video_id {v['video_id']!r} appears twice")
+        videos[v["video_id"]] = (split, float(times[0]), float(times[1]))
     rows = {k: [] for k in ("video", "caption", "split", "start", "stop")}
     captioned = set()
     for k, s in enumerate(data["sentences"]):
@@ -51,7 +52,7 @@ def read(path: str | Path) -> CaptionedVideos:
         if not isinstance(s, dict) or not isinstance(s.get("caption"), str):
             raise InputError(f"{where}: expected an object with a string 'caption'")
         vid = s.get("video_id")
-        if vid not in videos:
+        if not isinstance(vid, str) or vid not in videos:
             raise InputError(f"{where}: video_id {vid!r} is not in 'videos'")
         split, start, stop = videos[vid]
         captioned.add(vid)

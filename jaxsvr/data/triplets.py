@@ -137,6 +137,10 @@ class TripletSampler:
                     f"semantic positives have {indptr.size - 1} rows for {self.n} clips"
                 )
             counts = np.diff(indptr)
+            if np.any(counts < 0) or (
+                indices.size and not 0 <= indices.min() <= indices.max() < self.n
+            ):
+                raise ValueError(f"semantic positives must be CSR over {self.n} clips")
             # sorted keys i * N + j of the positive pairs, for membership tests
             owners = np.repeat(np.arange(self.n, dtype=np.int64), counts)
             self._semantic_keys = np.sort(owners * self.n + indices)

@@ -59,6 +59,10 @@ def parse(data, path: str | Path = "<annotations>", val_as_test: bool = True) ->
         if not isinstance(anns, list):
             raise InputError(f"{where}: 'annotations' must be a list")
         segments = [_segment(a, f"{where} annotation {k}") for k, a in enumerate(anns)]
+        ids = [seg[2] for seg in segments]
+        dup = next((i for i in ids if ids.count(i) > 1), None)
+        if dup is not None:
+            raise InputError(f"{where}: two annotations have id {dup}: ids must be unique")
         for order, (start, stop, ann_id, sentence) in enumerate(
             sorted(segments, key=lambda s: s[0])
         ):

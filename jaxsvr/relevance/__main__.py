@@ -13,7 +13,10 @@ and of B (columns; default A). Caption CSVs have a `caption`, `narration` or `se
 column; `--per-video` makes one row per `video_id` of A (multi-caption videos, items kept
 in >= `--rho` of a video's captions; METEOR takes the max over them). SYN uses EPIC-style
 class CSVs (`--verb-classes`, `--noun-classes`) or, without them, WordNet + Lesk. METEOR
-rows are references, columns hypotheses.
+rows are references, columns hypotheses. Without `--columns` the output is the paper's
+relevance S: 1 where the column caption is the row's own (its video's, with
+`--per-video`), the proxy elsewhere; `--no-own` keeps the raw proxy there too. With
+`--columns` no caption is known to be another's own, so the output is the proxy.
 
 Bad input: one line on stderr, exit code 2, no output file.
 """
@@ -64,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("--pipeline", default=captions.DEFAULT_PIPELINE, help="spaCy pipeline")
     x.add_argument("--wordnet", help="folder of WordNet 3.0 files (default: see wordnet.py)")
     x.add_argument("--workers", type=int, default=2, help="met: processes")
+    x.add_argument(
+        "--no-own",
+        action="store_true",
+        help="without --columns: keep the proxy on own pairs instead of S = 1",
+    )
     return p
 
 
@@ -71,36 +79,39 @@ def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
     """The `proxy` command's matrix (float32 [rows, columns])."""
     if (args.verb_classes is None) != (args.noun_classes is None):
         raise InputError("--verb-classes and --noun-classes go together: give both or neither")
+    if not 0.0 < args.rho <= 1.0:
+        raise InputError(f"--rho {args.rho}: use a fraction in (0, 1]")
+    classes = None
+    if args.proxy == "syn" and args.verb_classes:  # read (and check) before parsing
+        classes = proxies.ClassMap.from_vocabs(
+            epic100.read_classes(args.verb_classes), epic100.read_classes(args.noun_classes)
+        )
     table = captions.read_csv(args.captions)
     cols_table = captions.read_csv(args.columns) if args.columns else None
     groups = table.video_groups()[1] if args.per_video else None
-    wn = (
-        wordnet.load(args.wordnet)
-        if args.proxy == "met" or (args.proxy == "syn" and args.verb_classes is None)
-        else None
-    )
+    wn = None
+    if args.proxy == "met" or (args.proxy == "syn" and classes is None):
+        wn = wordnet.load(args.wordnet)
+        if classes is None and args.proxy == "syn":
+            classes = proxies.ClassMap.lesk(wn)
     start = time.perf_counter()
     rows = captions.parse(table.texts, args.pipeline)
     cols = captions.parse(cols_table.texts, args.pipeline) if cols_table else None
     logging.info("parsed captions with %s in %.2fs", args.pipeline, time.perf_counter() - start)
-    kw = dict(row_groups=groups)
-    if args.proxy == "bow":
-        return proxies.bow(rows, cols, rho=args.rho, **kw)
-    if args.proxy == "pos":
-        return proxies.pos(rows, cols, weights=tuple(args.weights), rho=args.rho, **kw)
-    if args.proxy == "syn":
-        if args.verb_classes:
-            vocabs = (
-                epic100.read_classes(args.verb_classes),
-                epic100.read_classes(args.noun_classes),
-            )
-            classes = proxies.ClassMap.from_vocabs(*vocabs)
-        else:
-            classes = proxies.ClassMap.lesk(wn)
-        return proxies.syn(
-            rows, cols, classes=classes, weights=tuple(args.weights), rho=args.rho, **kw
-        )
-    return proxies.met(rows, cols, wordnet=wn, workers=args.workers, **kw)
+    rel = proxies.compute(
+        args.proxy,
+        rows,
+        cols,
+        classes=classes,
+        wordnet=wn,
+        weights=tuple(args.weights),
+        row_groups=groups,
+        rho=args.rho,
+        workers=args.workers,
+    )
+    if cols is None and not args.no_own:  # S = 1 where the column is the row's own caption
+        rel = proxies.relevance(rel, groups if groups is not None else np.arange(len(rows)))
+    return rel
 
 
 def main(argv: list[str] | None = None) -> int:

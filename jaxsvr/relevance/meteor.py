@@ -165,15 +165,18 @@ def meteor_matrix(
         ) as pool:
             for (lo, hi), rows in zip(chunks, pool.map(_worker_rows, chunks)):
                 small[lo:hi] = rows
-    full = small[ref_inv][:, hyp_inv]
     if ref_groups is None:
-        return full
-    groups = np.asarray(ref_groups, np.int64).reshape(-1)
-    if groups.size != full.shape[0]:
-        raise ValueError(f"ref_groups has {groups.size} entries for {full.shape[0]} references")
-    out = np.zeros((int(groups.max()) + 1 if groups.size else 0, full.shape[1]), np.float64)
-    np.maximum.at(out, groups, full)
-    return out
+        return small[ref_inv][:, hyp_inv]
+    groups = np.asarray(ref_groups).reshape(-1)
+    if groups.size != ref_inv.size or (groups.size and not np.issubdtype(groups.dtype, np.integer)):
+        raise ValueError(f"ref_groups must hold one integer per reference ({ref_inv.size})")
+    if groups.size and groups.min() < 0:
+        raise ValueError("ref_groups must be non-negative group indices")
+    out = np.zeros((int(groups.max()) + 1 if groups.size else 0, len(hyps)), np.float64)
+    for start in range(0, groups.size, 1024):  # bounded memory: 1024 reference rows at a time
+        part = slice(start, start + 1024)
+        np.maximum.at(out, groups[part], small[ref_inv[part]])
+    return out[:, hyp_inv]
 
 
 def _distinct(captions: Sequence[Sequence[str]]) -> tuple[list[tuple[str, ...]], np.ndarray]:

@@ -126,8 +126,9 @@ class ClassMap:
         """Classes from EPIC-style CSVs: every instance (and key) maps to its class id.
 
         Instances of several words (EPIC's "pick-up", "food:scoop") also map by their
-        first part, the word spaCy's lemma of a caption gives ("pick", "food"), unless
-        that word is an instance or key of its own.
+        first part, the word spaCy's lemma of a caption gives ("pick", "food"), when that
+        part is not an instance or key itself and all instances starting with it belong to
+        one class ("piece" of piece:sponge and piece:chicken maps to none: it stays a word).
         """
         return cls(_word_classes(verbs), _word_classes(nouns))
 
@@ -164,10 +165,13 @@ class ClassMap:
 
 def _word_classes(vocab: ClassVocab) -> dict[str, int]:
     table = vocab.synonyms()
+    heads: dict[str, set[int]] = {}
     for cid, (key, instances) in enumerate(zip(vocab.key, vocab.instances)):
         for name in (key, *instances):
-            head = name.replace(":", "-").split("-")[0]
-            table.setdefault(head, cid)
+            heads.setdefault(name.replace(":", "-").split("-")[0], set()).add(cid)
+    for head, classes in heads.items():
+        if len(classes) == 1:  # "piece" of piece:sponge, piece:chicken, ... stays a word
+            table.setdefault(head, next(iter(classes)))
     return table
 
 

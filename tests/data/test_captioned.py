@@ -114,6 +114,34 @@ def test_msrvtt_rows_per_sentence(tmp_path):
             {"videos": [{"video_id": "v", "split": "dev"}], "sentences": []},
             "'split' is 'dev'",
         ),
+        (
+            youcook2.read,
+            {
+                "database": {
+                    "v": {
+                        "subset": "training",
+                        "annotations": [
+                            {"id": 0, "segment": [0, 1], "sentence": "a"},
+                            {"id": 0, "segment": [1, 2], "sentence": "b"},
+                        ],
+                    }
+                }
+            },
+            "video v: two annotations have id 0",
+        ),
+        (
+            msrvtt.read,
+            {"videos": [{"video_id": "v", "split": "train", "start time": None}], "sentences": []},
+            "must be numbers",
+        ),
+        (
+            msrvtt.read,
+            {
+                "videos": [{"video_id": "v", "split": "train"}],
+                "sentences": [{"video_id": [1], "caption": "x"}],
+            },
+            r"video_id \[1\] is not",
+        ),
     ],
 )
 def test_bad_files_raise_one_line(tmp_path, reader, obj, match):

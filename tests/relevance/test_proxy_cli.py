@@ -46,14 +46,19 @@ def test_per_video_rows_and_square_default(caption_files, tmp_path):
     out = tmp_path / "pos.npy"
     argv = ["proxy", "--proxy", "pos", "--captions", str(a), "--out", str(out)]
     assert relevance_cli.main(argv) == 0
-    assert np.load(out).shape == (5, 5)
+    rel = np.load(out)
+    assert rel.shape == (5, 5) and np.all(np.diag(rel) == 1.0)  # S = 1 on own captions
     assert relevance_cli.main([*argv, "--per-video"]) == 0
     rel = np.load(out)
     assert rel.shape == (2, 5)
+    np.testing.assert_array_equal(rel[[0, 0, 1, 1, 1], range(5)], 1.0)  # each video's own
+    assert relevance_cli.main([*argv, "--per-video", "--no-own"]) == 0
+    raw = np.load(out)
     # v1 (3 captions, rho 0.25: items of any caption) has verbs {cut, chop, slice} and
-    # nouns {onion, board}; row 2 is "cut the onion"
-    assert rel[1, 2] == pytest.approx(0.5 / 3 + 0.5 / 2)
-    assert relevance_cli.main([*argv, "--per-video", "--rho", "0.5"]) == 0
+    # nouns {onion, board}; column 2 is "cut the onion"
+    assert raw[1, 2] == pytest.approx(0.5 / 3 + 0.5 / 2)
+    np.testing.assert_array_equal(raw[0, 2:], rel[0, 2:])  # not own: the proxy either way
+    assert relevance_cli.main([*argv, "--per-video", "--no-own", "--rho", "0.5"]) == 0
     assert np.load(out)[1, 2] == pytest.approx(0.5 * 0 + 0.5 * 1)  # only "onion" is in 2 of 3
 
 
@@ -68,6 +73,7 @@ def test_errors_are_one_line(caption_files, tmp_path):
         ["--proxy", "syn", "--captions", a, "--verb-classes", a],
         ["--proxy", "bow", "--captions", b, "--per-video"],
         ["--proxy", "bow", "--captions", a, "--pipeline", "en_core_web_xx_missing"],
+        ["--proxy", "bow", "--captions", a, "--per-video", "--rho", "0"],
     ]
     for args in cases:
         r = subprocess.run(
