@@ -65,9 +65,8 @@ class CaptionedVideos:
 
     def clip_groups(self) -> tuple[list[str], np.ndarray]:
         """Distinct clip ids (first-occurrence order) and each row's clip index."""
-        index: dict[str, int] = {}
-        groups = [index.setdefault(c, len(index)) for c in self.clip_id]
-        return list(index), np.asarray(groups, np.int64)
+        names, groups = captions_lib.first_occurrence_groups(self.clip_id)
+        return names, np.asarray(groups, np.int64)
 
 
 def to_clips(
@@ -101,9 +100,9 @@ def to_clips(
     verbs, nouns = caption_classes(parsed, class_map, class_ids)
     _, groups = rows.clip_groups()
     first = np.unique(groups, return_index=True)[1]  # groups are numbered by first row
+    by_group = np.split(np.argsort(groups, kind="stable"), np.cumsum(np.bincount(groups))[:-1])
     clip_verbs, verb_words = [], []
-    for g in range(first.size):
-        members = np.flatnonzero(groups == g).tolist()
+    for members in (m.tolist() for m in by_group):  # one pass, rows in order per clip
         ids = [verbs[i] for i in members]
         chosen = max(ids, key=lambda v: (ids.count(v), -ids.index(v)))
         clip_verbs.append(chosen)

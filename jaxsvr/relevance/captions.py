@@ -96,9 +96,14 @@ class CaptionTable:
         """Distinct video ids (first-occurrence order) and each row's index among them."""
         if self.video_ids is None:
             raise InputError("the caption file has no video_id column to group rows by")
-        index: dict[str, int] = {}
-        groups = [index.setdefault(v, len(index)) for v in self.video_ids]
-        return list(index), groups
+        return first_occurrence_groups(self.video_ids)
+
+
+def first_occurrence_groups(keys: Sequence) -> tuple[list, list[int]]:
+    """Distinct keys in first-occurrence order, and each key's index among them."""
+    index: dict = {}
+    groups = [index.setdefault(k, len(index)) for k in keys]
+    return list(index), groups
 
 
 def read_csv(path: str | Path) -> CaptionTable:
