@@ -6,6 +6,7 @@ below 5%). Default: JPoSE (64 anchors x 10 triplets x 3 levels, 3072-d features)
   python benchmarks/train_speed.py --config configs/epic_hgr.py:ranp --gather device \
       --max-steps 100
   python benchmarks/train_speed.py --config configs/epic_contra.py --max-steps 30 --log-every 5
+  python benchmarks/train_speed.py --config configs/epic_contra.py --set matmul_precision=default
 
 Each setting runs `python -m jaxsvr.main` in a fresh process for `--epochs` epochs and
 reads the steady-state rates from its metrics.jsonl (log intervals after the first, so
@@ -60,11 +61,12 @@ def main() -> None:
     p.add_argument(
         "--log-every", type=int, default=25, help="steps per rate sample (3+ samples needed)"
     )
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     args = p.parse_args()
-    extra = ["--config.eval.every_epochs=1000"]
+    extra = ["--config.eval.every_epochs=1000", *(f"--config.{kv}" for kv in args.set)]
     if args.max_steps:
         extra.append(f"--config.train.max_steps={args.max_steps}")
-    print(f"{args.config}")
+    print(" ".join([args.config, *args.set]))
     print("| gather | steps/s | ms/step | host wait |")
     print("|---|---|---|---|")
     for gather in args.gather:

@@ -52,6 +52,9 @@ def base() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.job = "train"
     c.seed = 0
+    # float32 matmul precision of the jitted programs (jaxsvr.precision): "default" = the
+    # backend's (TensorFloat-32 on recent GPUs), "highest" = float32 on every backend
+    c.matmul_precision = "default"
 
     c.data = d = ml_collections.ConfigDict()
     d.annotations = ""  # EPIC-KITCHENS-100 folder; "" = built-in synthetic kitchen data

@@ -23,6 +23,9 @@
    (`jaxsvr.metric_writers`), `metrics.json` with the final test metrics, and with
    `eval.export_similarity` the final `test_similarity.npy` and `test_relevance.npy`.
 
+Every program is traced under `config.matmul_precision` (`jaxsvr.precision`: the
+backend's default, TensorFloat-32 on recent GPUs; "highest" for float32 everywhere).
+
 A non-finite loss stops the run with `TrainingDiverged` naming the step; no checkpoint is
 written after it, so the last good one stays.
 """
@@ -43,7 +46,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from jaxsvr import input_pipeline, models, objectives, optim, parallel
+from jaxsvr import input_pipeline, models, objectives, optim, parallel, precision
 from jaxsvr.checkpoint import Checkpointer
 from jaxsvr.data import dataset, text, windows
 from jaxsvr.errors import InputError
@@ -66,7 +69,11 @@ class TrainState:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -> dict:
     """Trains `config.model` as `config` says and returns the final test metrics."""
-    workdir = Path(workdir)
+    with precision.scope(config.matmul_precision):
+        return _train_and_evaluate(config, Path(workdir))
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: Path) -> dict:
     lead = jax.process_index() == 0
     objectives.check_name(config)
     positives = config.eval.positives

@@ -2,12 +2,19 @@
 
 The CSVs live in ../shared/data/epic100/ (never copied into the repository). Parsed files
 and the 9668 x 3842 test relevance are built once per session.
+
+Tests compare jitted JAX against float32 NumPy loops, so every float32 product here is
+float32 (`highest`) on any backend: on GPUs XLA would otherwise use TensorFloat-32 and miss
+rtol 1e-5 by about 1e-4 (as `config.matmul_precision` documents).
 """
 
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
+
+jax.config.update("jax_default_matmul_precision", "highest")
 
 EPIC_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "epic100"
 

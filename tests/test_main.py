@@ -111,6 +111,7 @@ def one_line_error(r, code=2):
         (("--config.train.bach_size=3",), "configs/epic_jpose.py:runlocal", "bach_size"),
         ((), "configs/epic_jpose.py:margin=soft", "margin"),
         (("--config.data.annotations=/nonexistent",), "configs/epic_jpose.py", "/nonexistent"),
+        (("--config.matmul_precision=fast",), "configs/epic_jpose.py:runlocal", "matmul_precision"),
     ],
 )
 def test_bad_config_is_one_line_exit_2(tmp_path, flags, config_arg, expect):

@@ -38,8 +38,9 @@ def main_command(workdir, *flags, config_arg="configs/epic_jpose.py:runlocal"):
 
 def run_main(workdir, *flags, devices: int | None = None, timeout=300, **kw):
     env = dict(os.environ)
-    if devices:
+    if devices:  # fake CPU devices, also on a machine with a GPU
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        env["JAX_PLATFORMS"] = "cpu"
     return subprocess.run(
         main_command(workdir, *flags, **kw),
         capture_output=True,

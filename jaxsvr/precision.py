@@ -1,0 +1,35 @@
+"""Precision of float32 matrix products in every jitted program: `config.matmul_precision`.
+
+XLA picks the precision of a float32 `dot` per backend. CPUs compute float32. NVIDIA
+Ampere and Hopper GPUs use TensorFloat-32 by default (10-bit mantissa inputs, float32
+accumulation) and TPUs bfloat16 passes: faster, but embeddings and similarities move by
+about 1e-4 from float32 (on an H100, the similarities of a small test model differed by
+up to 1.2e-4 from the float32 NumPy product; enough to swap near-tied ranks). The
+published ConTra step (batch 512, m = 4) takes 6 ms on an H100 with TF32 and 15 ms with
+float32 (`benchmarks/train_speed.py --set matmul_precision=highest`).
+
+- "default" (default): leaves JAX's setting alone (`JAX_DEFAULT_MATMUL_PRECISION` or
+  `jax.config`, else the backend's choice: TF32 on GPUs, one bfloat16 pass on TPUs,
+  float32 on CPUs). Every GPU figure in the README was measured so.
+- "highest": float32 products on every backend, as the PyTorch reference code of JPoSE /
+  ConTra computes them (PyTorch leaves TF32 off for matmuls). The test suite runs so.
+- "high" (bfloat16_3x on TPU, TF32 on GPU), or a name `jax.default_matmul_precision` takes:
+  "float32", "tensorfloat32", "bfloat16".
+"""
+
+import contextlib
+
+import jax
+
+from jaxsvr.errors import InputError
+
+PRECISIONS = ("default", "high", "highest", "float32", "tensorfloat32", "bfloat16")
+
+
+def scope(name: str):
+    """A context manager in which every traced float32 product uses precision `name`."""
+    if name not in PRECISIONS:
+        raise InputError(f"unknown config.matmul_precision {name!r}: use one of {PRECISIONS}")
+    if name == "default":
+        return contextlib.nullcontext()
+    return jax.default_matmul_precision(name)
