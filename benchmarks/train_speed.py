@@ -6,7 +6,7 @@ below 5%). Default: JPoSE (64 anchors x 10 triplets x 3 levels, 3072-d features)
   python benchmarks/train_speed.py --config configs/epic_hgr.py:ranp --gather device \
       --max-steps 100
   python benchmarks/train_speed.py --config configs/epic_contra.py --max-steps 30 --log-every 5
-  python benchmarks/train_speed.py --config configs/epic_contra.py --set matmul_precision=default
+  python benchmarks/train_speed.py --config configs/epic_contra.py --set matmul_precision=highest
 
 Each setting runs `python -m jaxsvr.main` in a fresh process for `--epochs` epochs and
 reads the steady-state rates from its metrics.jsonl (log intervals after the first, so

@@ -27,7 +27,9 @@ PRECISIONS = ("default", "high", "highest", "float32", "tensorfloat32", "bfloat1
 
 
 def scope(name: str):
-    """A context manager in which every traced float32 product uses precision `name`."""
+    """A context manager in which every float32 product traced on this thread uses
+    precision `name` (JAX's setting is thread-local: a jit traced on another thread, like
+    the input pipeline's, keeps JAX's own setting)."""
     if name not in PRECISIONS:
         raise InputError(f"unknown config.matmul_precision {name!r}: use one of {PRECISIONS}")
     if name == "default":

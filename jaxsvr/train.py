@@ -23,8 +23,9 @@
    (`jaxsvr.metric_writers`), `metrics.json` with the final test metrics, and with
    `eval.export_similarity` the final `test_similarity.npy` and `test_relevance.npy`.
 
-Every program is traced under `config.matmul_precision` (`jaxsvr.precision`: the
-backend's default, TensorFloat-32 on recent GPUs; "highest" for float32 everywhere).
+Every program of the main thread (init, step, evaluation) is traced under
+`config.matmul_precision` (`jaxsvr.precision`: JAX's own setting, TensorFloat-32 on recent
+GPUs; "highest" for float32 everywhere). The prefetch thread multiplies nothing.
 
 A non-finite loss stops the run with `TrainingDiverged` naming the step; no checkpoint is
 written after it, so the last good one stays.

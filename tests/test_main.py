@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from train_runs import ROOT, final, jsonl, main_command, run_main, train_losses
+from train_runs import ROOT, cpu_env, final, jsonl, main_command, run_main, train_losses
 
 RUN = ("--config.train.num_epochs=6",)  # 42 steps, checkpoints every 5, evals every 2 epochs
 
@@ -45,7 +45,11 @@ def test_smoke_runlocal(reference):
 
 def test_resume_after_sigkill_matches_uninterrupted(reference, tmp_path):
     proc = subprocess.Popen(
-        main_command(tmp_path, *RUN), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        main_command(tmp_path, *RUN),
+        cwd=ROOT,
+        env=cpu_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     ckpts = tmp_path / "checkpoints"
     deadline = time.time() + 240

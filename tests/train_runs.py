@@ -36,11 +36,18 @@ def main_command(workdir, *flags, config_arg="configs/epic_jpose.py:runlocal"):
     ]
 
 
-def run_main(workdir, *flags, devices: int | None = None, timeout=300, **kw):
-    env = dict(os.environ)
-    if devices:  # fake CPU devices, also on a machine with a GPU
+def cpu_env(devices: int | None = None) -> dict:
+    """The environment of a training subprocess: CPU only, also on a machine with a GPU
+    (the tests compare runs to float32 and bit for bit, which only CPUs guarantee), with
+    `devices` fake CPU devices if given."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    if devices:
         env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
-        env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def run_main(workdir, *flags, devices: int | None = None, timeout=300, **kw):
+    env = cpu_env(devices)
     return subprocess.run(
         main_command(workdir, *flags, **kw),
         capture_output=True,
