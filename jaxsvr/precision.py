@@ -1,4 +1,4 @@
-"""Precision of float32 matrix products in every jitted program: `config.matmul_precision`.
+"""Precision of float32 matrix products in the trainer's programs: `config.matmul_precision`.
 
 XLA picks the precision of a float32 `dot` per backend. CPUs compute float32. NVIDIA
 Ampere and Hopper GPUs use TensorFloat-32 by default (10-bit mantissa inputs, float32
