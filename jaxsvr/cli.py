@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxsvr.data import arrays
 from jaxsvr.errors import InputError
 
 EXIT_BAD_INPUT = 2
@@ -37,21 +38,25 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
     path = Path(path)
     if path.parent and not path.parent.is_dir():
         raise InputError(f"output folder {path.parent} does not exist: create it first")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise InputError(f"output {path} is a folder: name a .npy file to write")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise InputError(f"cannot write to {path.parent}: {e.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             np.save(f, array)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError):  # disk full, quota: one line, nothing left behind
+            raise InputError(f"cannot write {path}: {e.strerror or e}") from None
         raise
 
 
-def load_npy(path: str | os.PathLike, what: str) -> np.ndarray:
-    """Loads a .npy file without pickle; a missing or unreadable file is an InputError."""
-    try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError(f"{what} file {path} not found") from None
-    except ValueError as e:
-        raise InputError(f"{what} file {path} is not a plain numeric .npy array ({e})") from None
+def load_npy(path: str | os.PathLike, what: str, *, float32: bool = False) -> np.ndarray:
+    """Loads a .npy file without pickle, checked before it is read (`jaxsvr.data.arrays`):
+    a missing, empty, non-.npy or corrupt file or a non-real dtype is an InputError; with
+    `float32` the result is float32 and finite (values beyond its range are refused)."""
+    return arrays.load_npy(path, what=what, float32=float32)

@@ -6,9 +6,10 @@ Prints one JSON object on stdout with every key of `jaxsvr.evaluation.metrics` (
 ndcg_t2v, ndcg_avg, map_v2t, map_t2v, map_avg, ...). Several similarity files (model
 ensembles: `--similarity A.npy B.npy`, e.g. the `test_similarity.npy` files training
 runs write with `--config.eval.export_similarity=True`) are averaged into one matrix.
-Arrays are [n_videos, n_texts] .npy files, loaded without pickle. Bad input (missing
-file, shape mismatch, non-finite similarity, relevance outside [0, 1]): one line on stderr
-and exit code 2.
+Arrays are [n_videos, n_texts] .npy files of a real dtype, loaded without pickle and read
+as float32. Bad input (missing, empty or corrupt file, an .npz or a complex / string /
+structured array, shape mismatch, NaN or inf, values beyond the float32 range, relevance
+outside [0, 1]): one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -63,10 +64,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     start = time.perf_counter()
-    rel = cli.load_npy(args.relevance, "relevance")
+    # float32 on load: what the metrics compute in, checked finite after the cast.
+    rel = cli.load_npy(args.relevance, "relevance", float32=True)
     sim = None
     for path in args.similarity:
-        s = cli.load_npy(path, "similarity")
+        s = cli.load_npy(path, "similarity", float32=True)
         if s.shape != rel.shape:
             raise InputError(
                 f"similarity {path} has shape {s.shape}, relevance {args.relevance} "

@@ -17,14 +17,13 @@ each video's clips in temporal order (context windows, ConTra).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from jaxsvr.data import tables
 from jaxsvr.data.epic100 import Clips
-from jaxsvr.errors import InputError
 from jaxsvr.relevance import captions as captions_lib
 from jaxsvr.relevance.class_sets import ClassSets
 
@@ -140,11 +139,6 @@ def caption_classes(parsed, class_map, class_ids: dict[str, dict[object, int]]):
 
 
 def load_json(path: Path):
-    """A JSON annotation file; a missing or invalid file is one InputError line."""
-    if not path.is_file():
-        raise InputError(f"annotation file {path} not found")
-    try:
-        with path.open(encoding="utf-8") as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    """A JSON annotation file; a missing, non-UTF-8 or invalid file is one InputError line
+    (`jaxsvr.data.tables.load_json`)."""
+    return tables.load_json(path)

@@ -198,11 +198,16 @@ def _epic_or_builtin(data):
                 "the EPIC-KITCHENS-100 CSVs, or set it to '' for the built-in synthetic data"
             )
         logging.info("data: EPIC-KITCHENS-100 annotations from %s", root)
-        train = epic100.read_clips(root / data.train_clips)
-        test = epic100.read_clips(root / epic100.TEST_CLIPS)
+        # Class tables first (when present): the clips' class ids must index them.
+        sizes = {
+            "num_verbs": _table_size(root / epic100.VERB_CLASSES),
+            "num_nouns": _table_size(root / epic100.NOUN_CLASSES),
+        }
+        train = epic100.read_clips(root / data.train_clips, **sizes)
+        test = epic100.read_clips(root / epic100.TEST_CLIPS, **sizes)
         sents = epic100.read_sentences(root / epic100.TEST_SENTENCES, test)
-        num_verbs = _num_classes(root / epic100.VERB_CLASSES, train.verb_classes, test.verb_classes)
-        num_nouns = _num_classes(root / epic100.NOUN_CLASSES, train.noun_classes, test.noun_classes)
+        num_verbs = _num_classes(sizes["num_verbs"], train.verb_classes, test.verb_classes)
+        num_nouns = _num_classes(sizes["num_nouns"], train.noun_classes, test.noun_classes)
         return train, test, sents, num_verbs, num_nouns
     logging.info(
         "data: built-in synthetic kitchen annotations (train %d videos, test %d videos, "
@@ -254,11 +259,14 @@ def _captioned(data):
     return train, test, sents, len(ids["verb"]), len(ids["noun"]), clip_texts
 
 
-def _num_classes(path: Path, *sets: ClassSets) -> int:
+def _table_size(path: Path) -> int | None:
+    """Number of classes in an EPIC class CSV, or None when the folder has none."""
+    return len(epic100.read_classes(path)) if path.is_file() else None
+
+
+def _num_classes(table_size: int | None, *sets: ClassSets) -> int:
     seen = max(int(s.indices.max(initial=-1)) for s in sets) + 1
-    if path.is_file():
-        return max(len(epic100.read_classes(path)), seen)
-    return seen
+    return seen if table_size is None else max(table_size, seen)
 
 
 def _sentence_rows(clips: Clips, narration_ids: list[str]) -> list[int]:

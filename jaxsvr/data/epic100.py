@@ -12,20 +12,21 @@ Files (official, see ../shared/data/epic100/README.md for the copy used by the t
 Rows keep CSV order (relevance rows/columns follow the files). The files are sorted by
 narration_id as text (P01_11_109 before P01_11_11), so `Clips.video_clips()` gives each
 video's clips in narration order (the numeric suffix), the temporal order that context
-models need. List columns are parsed strictly (`jaxsvr.data.literals`), and any bad row
-raises `InputError` naming file, line and column.
+models need. List columns are parsed strictly (`jaxsvr.data.literals`), files are opened by
+`jaxsvr.data.tables` (UTF-8, strict quoting, at least one row), and any bad row raises
+`InputError` naming file, line and column: class ids must be integers in the range of
+the class table when one is given (else 0..`tables.MAX_CLASS_ID`), narration_ids unique.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from jaxsvr.data.literals import parse_int_list, parse_str_list
+from jaxsvr.data.tables import Row, csv_rows
 from jaxsvr.errors import InputError
 from jaxsvr.relevance.class_sets import ClassSets
 
@@ -111,16 +112,28 @@ class ClassVocab:
         return out
 
 
-def read_clips(path: str | Path) -> Clips:
-    """Reads a clip CSV (test or train split format)."""
+def read_clips(
+    path: str | Path, *, num_verbs: int | None = None, num_nouns: int | None = None
+) -> Clips:
+    """Reads a clip CSV (test or train split format).
+
+    Args:
+      path: the CSV.
+      num_verbs, num_nouns: sizes of the class tables (`read_classes`) the ids must index;
+        None: ids only need to lie in 0..`tables.MAX_CLASS_ID`.
+    """
     cols: dict[str, list] = {c: [] for c in (*CLIP_COLUMNS, "start", "stop")}
+    seen: dict[str, int] = {}
     for row in csv_rows(path, CLIP_COLUMNS):
+        _check_unique(row, seen)
         for c in ("narration_id", "video_id", "narration", "verb"):
             cols[c].append(row[c])
-        cols["verb_class"].append(row.int("verb_class"))
-        cols["noun_class"].append(row.int("noun_class"))
+        cols["verb_class"].append(row.class_id("verb_class", num_verbs))
+        cols["noun_class"].append(row.class_id("noun_class", num_nouns))
         cols["all_nouns"].append(tuple(row.parse("all_nouns", parse_str_list)))
-        cols["all_noun_classes"].append(row.parse("all_noun_classes", parse_int_list))
+        cols["all_noun_classes"].append(
+            row.class_ids("all_noun_classes", parse_int_list, num_nouns)
+        )
         cols["start"].append(row.seconds("start_timestamp"))
         cols["stop"].append(row.seconds("stop_timestamp"))
     return Clips(
@@ -137,17 +150,26 @@ def read_clips(path: str | Path) -> Clips:
     )
 
 
-def read_sentences(path: str | Path, clips: Clips | None = None) -> Sentences:
+def read_sentences(
+    path: str | Path,
+    clips: Clips | None = None,
+    *,
+    num_verbs: int | None = None,
+    num_nouns: int | None = None,
+) -> Sentences:
     """Reads a sentence CSV; classes from its own columns or from the matching clips.
 
     Args:
       path: CSV with narration_id, narration and optionally verb_class, noun_classes.
       clips: used when the CSV has no class columns (the official test sentences): each
         sentence takes the classes of the clip with the same narration_id.
+      num_verbs, num_nouns: class table sizes the ids of the class columns must index.
     """
     ids, text, verbs, nouns = [], [], [], []
     lookup = None
+    seen: dict[str, int] = {}
     for row in csv_rows(path, ("narration_id", "narration")):
+        _check_unique(row, seen)
         if lookup is None:
             has_classes = {"verb_class", "noun_classes"} <= row.columns
             if not has_classes and clips is None:
@@ -159,8 +181,8 @@ def read_sentences(path: str | Path, clips: Clips | None = None) -> Sentences:
         ids.append(row["narration_id"])
         text.append(row["narration"])
         if lookup is None:
-            verbs.append([row.int("verb_class")])
-            nouns.append(row.parse("noun_classes", parse_int_list))
+            verbs.append([row.class_id("verb_class", num_verbs)])
+            nouns.append(row.class_ids("noun_classes", parse_int_list, num_nouns))
         else:
             clip = lookup.get(row["narration_id"])
             if clip is None:
@@ -184,68 +206,14 @@ def read_classes(path: str | Path) -> ClassVocab:
     return ClassVocab(key, inst, cat)
 
 
-class _Row(dict):
-    """One CSV row that knows where it came from, for error messages."""
-
-    def __init__(self, values, path, line, columns):
-        super().__init__(values)
-        self.path, self.line, self.columns = path, line, columns
-
-    def error(self, column: str, why: str) -> InputError:
-        return InputError(f"{self.path}:{self.line}: column '{column}' {why}")
-
-    def parse(self, column: str, parser: Callable[[str], list]):
-        try:
-            return parser(self[column])
-        except ValueError as e:
-            raise self.error(column, f"is malformed: {e}") from None
-
-    def int(self, column: str) -> int:
-        try:
-            return int(self[column])
-        except ValueError:
-            raise self.error(column, f"is {self[column]!r}, expected an integer") from None
-
-    def seconds(self, column: str) -> float:
-        """'00:01:02.50' -> 62.5; an absent column gives 0."""
-        text = self.get(column)
-        if text is None:
-            return 0.0
-        try:
-            h, m, s = text.split(":")
-            return int(h) * 3600 + int(m) * 60 + float(s)
-        except ValueError:
-            raise self.error(column, f"is {text!r}, expected HH:MM:SS.ss") from None
-
-
-def csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[_Row]:
-    """The rows of a CSV file that has the `required` columns; each row knows its file
-    and line for error messages (`row.error`). Raises InputError on a missing file or
-    column, or a row with the wrong number of fields."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"annotation file {path} not found")
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            raise InputError(f"{path}: empty file, expected a CSV header")
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise InputError(
-                f"{path}:1: missing column(s) {', '.join(missing)} "
-                f"(header has: {', '.join(header)})"
-            )
-        columns = frozenset(header)
-        for values in reader:
-            if not values:
-                continue
-            if len(values) != len(header):
-                raise InputError(
-                    f"{path}:{reader.line_num}: {len(values)} fields, header has "
-                    f"{len(header)} (check quoting of list columns)"
-                )
-            yield _Row(zip(header, values), path, reader.line_num, columns)
+def _check_unique(row: Row, seen: dict[str, int]) -> None:
+    """Raises on a narration_id already seen (naming both lines); records it otherwise."""
+    nid = row["narration_id"]
+    first = seen.setdefault(nid, row.line)
+    if first != row.line:
+        raise row.error(
+            "narration_id", f"repeats {nid!r} of line {first}: narration_ids must be unique"
+        )
 
 
 def _narration_index(narration_id: str) -> tuple[int, str]:

@@ -23,20 +23,22 @@ arrays, each (N, 25, 1024); those are concatenated in RGB | Flow | Audio order, 
 (N, 25, 3072). A pickled plain ndarray is accepted too. Rows follow
 `EPIC_100_retrieval_{train,test}.pkl`, the same order as the retrieval CSVs.
 
-Every problem is an `InputError` naming the file: missing file, wrong row count, rank,
-dtype, and the first row holding NaN or inf (checked chunk by chunk, so validating a
-memory-mapped store never loads it whole).
+Every problem is an `InputError` naming the file: missing, empty or corrupt file (headers
+are checked against the file size before anything is read, `jaxsvr.data.arrays`), wrong
+row count, rank, dtype, and the first row holding NaN or inf or a value beyond the
+float32 range (checked chunk by chunk, so validating a memory-mapped store never loads it
+whole).
 """
 
 from __future__ import annotations
 
 import pickle
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
+from jaxsvr.data import arrays
 from jaxsvr.errors import InputError
 
 FEATURES_CONFIG_KEY = "--config.data.features"
@@ -135,21 +137,12 @@ def find_split_features(
 
 
 def _load_npy(path: Path) -> np.ndarray:
-    try:
-        return np.load(path, mmap_mode="r", allow_pickle=False)
-    except ValueError as e:
-        raise InputError(f"{path}: not a plain numeric .npy array ({_first_line(e)})") from None
+    return arrays.load_npy(path, what="features", mmap=True)
 
 
 def _load_npz(path: Path, key: str | None) -> np.ndarray:
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile) as e:
-        raise InputError(f"{path}: not a readable .npz archive ({_first_line(e)})") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise InputError(f"{path}: holds a single .npy array, not an .npz archive: rename it")
-    with archive:
-        names = list(archive.files)
+    with arrays.NpzArchive(path, what="features") as archive:
+        names = archive.names
         if key is None:
             if DEFAULT_NPZ_KEY in names:
                 key = DEFAULT_NPZ_KEY
@@ -161,12 +154,7 @@ def _load_npz(path: Path, key: str | None) -> np.ndarray:
                     f"'{DEFAULT_NPZ_KEY}': name the features array '{DEFAULT_NPZ_KEY}' "
                     "or pass its key"
                 )
-        elif key not in names:
-            raise InputError(f"{path}: no array '{key}' (arrays: {', '.join(names)})")
-        try:
-            return archive[key]
-        except (ValueError, zipfile.BadZipFile, OSError) as e:
-            raise InputError(f"{path}: array '{key}' is unreadable ({_first_line(e)})") from None
+        return archive.load(key)
 
 
 def _unpickle(path: Path) -> object:
@@ -236,27 +224,8 @@ def _validate(array: np.ndarray, path: Path, rows: int) -> np.ndarray:
             f"{path} has {array.shape[0]} rows but the annotations have {rows} clips: "
             "features must be aligned with the annotation rows"
         )
-    if array.dtype != np.float32:
-        # Values beyond the float32 range become inf here and are reported below.
-        with np.errstate(over="ignore"):
-            array = np.asarray(array, dtype=np.float32)
-    _check_finite(array, path)
-    return array
-
-
-def _check_finite(array: np.ndarray, path: Path) -> None:
-    """Raises on the first row with NaN/inf, reading ~4 MB of rows at a time."""
-    row_bytes = max(1, array[0].nbytes) if len(array) else 1
-    chunk = max(1, _CHECK_CHUNK_BYTES // row_bytes)
-    for start in range(0, len(array), chunk):
-        block = np.asarray(array[start : start + chunk])
-        ok = np.isfinite(block).reshape(len(block), -1).all(axis=1)
-        if not ok.all():
-            row = start + int(np.argmin(ok))
-            raise InputError(
-                f"{path}: row {row} (0-based) holds NaN or inf (or a value beyond float32 "
-                "range): re-extract or clean the features"
-            )
+    # Values beyond the float32 range become inf in the cast and are reported as such.
+    return arrays.to_float32(array, path, "features", chunk_bytes=_CHECK_CHUNK_BYTES)
 
 
 def _keys(obj: Mapping) -> str:

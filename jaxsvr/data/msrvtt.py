@@ -6,11 +6,13 @@ Format (Xu et al., CVPR 2016; the public release):
    "sentences": [{"video_id": "video0", "caption": "...", "sen_id": 0}, ...]}
 One row per sentence (20 per video); the clip is the video itself (`clip_id` =
 `video_id`, order 0). Splits map to `train` / `val` / `test`. Sentences keep file order;
-a sentence of an unknown video, or a video without sentences, raises `InputError`.
+a sentence of an unknown video, a repeated `sen_id`, or a video without sentences raises
+`InputError`.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -34,23 +36,34 @@ def read(path: str | Path) -> CaptionedVideos:
         where = f"{path}: videos[{k}]"
         if not isinstance(v, dict) or not isinstance(v.get("video_id"), str):
             raise InputError(f"{where}: expected an object with a string 'video_id'")
-        split = SPLITS.get(v.get("split"))
+        split = SPLITS.get(v["split"]) if isinstance(v.get("split"), str) else None
         if split is None:
             raise InputError(
                 f"{where}: 'split' is {v.get('split')!r}, expected one of {sorted(SPLITS)}"
             )
         times = [v.get(k, 0.0) for k in ("start time", "end time")]
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in times):
+        if not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+            for x in times
+        ):
             raise InputError(f"{where}: 'start time' / 'end time' must be numbers, got {times}")
         if v["video_id"] in videos:
             raise InputError(f"{where}: video_id {v['video_id']!r} appears twice")
         videos[v["video_id"]] = (split, float(times[0]), float(times[1]))
     rows = {k: [] for k in ("video", "caption", "split", "start", "stop")}
     captioned = set()
+    sen_ids: dict[object, int] = {}
     for k, s in enumerate(data["sentences"]):
         where = f"{path}: sentences[{k}]"
         if not isinstance(s, dict) or not isinstance(s.get("caption"), str):
             raise InputError(f"{where}: expected an object with a string 'caption'")
+        if isinstance(s.get("sen_id"), (int, str)):
+            first = sen_ids.setdefault(s["sen_id"], k)
+            if first != k:
+                raise InputError(
+                    f"{where}: sen_id {s['sen_id']!r} repeats sentences[{first}]: "
+                    "sentence ids must be unique"
+                )
         vid = s.get("video_id")
         if not isinstance(vid, str) or vid not in videos:
             raise InputError(f"{where}: video_id {vid!r} is not in 'videos'")

@@ -17,6 +17,7 @@ import functools
 import gzip
 import json
 import re
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -183,6 +184,27 @@ def load_word_vectors(
         raise InputError(f"word vectors file {path} not found")
     wanted = {w: i for i, w in enumerate(vocab.words) if i > UNK_ID}
     found: dict[int, np.ndarray] = {}
+    try:
+        file_dim = _read_vectors(path, wanted, found, dim)
+    except (OSError, EOFError, zlib.error) as e:  # a corrupt or truncated .gz
+        raise InputError(f"cannot read word vectors file {path}: {e}") from None
+    if file_dim is None:
+        raise InputError(f"{path}: no vectors in the file")
+    if not found:
+        raise InputError(
+            f"{path}: none of the {len(wanted)} vocabulary words is in the file "
+            "(lowercase English word vectors expected)"
+        )
+    rng = np.random.default_rng(seed)
+    matrix = rng.normal(0.0, _INIT_STD, (len(vocab), file_dim)).astype(np.float32)
+    matrix[PAD_ID] = 0.0
+    for row, vector in found.items():
+        matrix[row] = vector
+    return matrix, len(found)
+
+
+def _read_vectors(path: Path, wanted: dict[str, int], found: dict[int, np.ndarray], dim):
+    """Streams the vector file into `found` (vocabulary row -> vector); returns its dim."""
     file_dim = None
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as f:
@@ -207,26 +229,20 @@ def load_word_vectors(
             if row is None or row in found:
                 continue
             try:
-                found[row] = np.array(parts[1:], np.float32)
+                with np.errstate(over="ignore"):
+                    found[row] = np.array(parts[1:], np.float32)
             except ValueError:
                 raise InputError(
                     f"{path}:{lineno}: vector of {parts[0]!r} is not numeric"
                 ) from None
+            if not np.isfinite(found[row]).all():
+                raise InputError(
+                    f"{path}:{lineno}: vector of {parts[0]!r} holds NaN, inf or a value "
+                    "beyond the float32 range: fix or drop that line"
+                )
             if len(found) == len(wanted):
                 break  # every vocabulary word is in; skip the rest of a huge file
-    if file_dim is None:
-        raise InputError(f"{path}: no vectors in the file")
-    if not found:
-        raise InputError(
-            f"{path}: none of the {len(wanted)} vocabulary words is in the file "
-            "(lowercase English word vectors expected)"
-        )
-    rng = np.random.default_rng(seed)
-    matrix = rng.normal(0.0, _INIT_STD, (len(vocab), file_dim)).astype(np.float32)
-    matrix[PAD_ID] = 0.0
-    for row, vector in found.items():
-        matrix[row] = vector
-    return matrix, len(found)
+    return file_dim
 
 
 def pos_words(

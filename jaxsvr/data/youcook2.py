@@ -20,6 +20,7 @@ real captions: the EPIC annotations, or the built-in kitchen data the trainer us
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def parse(data, path: str | Path = "<annotations>", val_as_test: bool = True) ->
         if not isinstance(entry, dict):
             raise InputError(f"{where}: expected an object")
         subset = entry.get("subset")
-        if subset not in SUBSETS:
+        if not isinstance(subset, str) or subset not in SUBSETS:
             raise InputError(f"{where}: 'subset' is {subset!r}, expected one of {sorted(SUBSETS)}")
         split = SUBSETS[subset]
         if split == "val" and val_as_test:
@@ -91,17 +92,25 @@ def _segment(ann, where: str) -> tuple[float, float, int, str]:
         raise InputError(f"{where}: expected an object")
     seg, sentence = ann.get("segment"), ann.get("sentence")
     if not (
-        isinstance(seg, list) and len(seg) == 2 and all(isinstance(x, (int, float)) for x in seg)
+        isinstance(seg, list)
+        and len(seg) == 2
+        and all(_is_number(x) and math.isfinite(x) and x >= 0 for x in seg)
     ):
-        raise InputError(f"{where}: 'segment' is {seg!r}, expected [start, end] in seconds")
+        raise InputError(
+            f"{where}: 'segment' is {seg!r}, expected [start, end] in seconds (finite, >= 0)"
+        )
     if seg[1] < seg[0]:
         raise InputError(f"{where}: segment {seg} ends before it starts")
     if not isinstance(sentence, str) or not sentence.strip():
         raise InputError(f"{where}: 'sentence' is missing or empty")
     ann_id = ann.get("id", None)
-    if not isinstance(ann_id, int):
+    if not isinstance(ann_id, int) or isinstance(ann_id, bool):
         raise InputError(f"{where}: 'id' is {ann_id!r}, expected an integer")
     return float(seg[0]), float(seg[1]), ann_id, sentence.strip()
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def from_clips(train: Clips, test: Clips) -> dict:

@@ -6,7 +6,8 @@
 
 `epic100`: rows follow the clip CSV, columns the sentence CSV; on the official
 EPIC-KITCHENS-100 test files the matrix is 9668 x 3842. Sentences without class columns
-take the classes of the clip with the same narration_id.
+take the classes of the clip with the same narration_id. With `--verb-classes` and
+`--noun-classes` every class id must index those tables.
 
 `proxy`: a caption proxy (`jaxsvr.relevance.proxies`) between the captions of A (rows)
 and of B (columns; default A). Caption CSVs have a `caption`, `narration` or `sentence`
@@ -17,6 +18,9 @@ rows are references, columns hypotheses. Without `--columns` the output is the p
 relevance S: 1 where the column caption is the row's own (its video's, with
 `--per-video`), the proxy elsewhere; `--no-own` keeps the raw proxy there too. With
 `--columns` no caption is known to be another's own, so the output is the proxy.
+
+`--weights` (pos/syn) must be finite, non-negative, not both zero and sum to at most 1.
+Every matrix is checked to be non-empty and in [0, 1] before it is written.
 
 Bad input: one line on stderr, exit code 2, no output file.
 """
@@ -47,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--sentences", help="sentence CSV (columns); default: the clips themselves")
     e.add_argument("--out", required=True, help="output .npy (float32 [clips, sentences])")
+    e.add_argument(
+        "--verb-classes", help="EPIC_100_verb_classes.csv: class ids must index it (optional)"
+    )
+    e.add_argument(
+        "--noun-classes", help="EPIC_100_noun_classes.csv: class ids must index it (optional)"
+    )
     x = sub.add_parser("proxy", help="caption proxy relevance: bow, pos, syn or met")
     x.add_argument("--proxy", required=True, choices=proxies.NAMES)
     x.add_argument("--captions", required=True, help="caption CSV of the rows")
@@ -60,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         nargs=2,
         default=proxies.DEFAULT_WEIGHTS,
         metavar=("VERB", "NOUN"),
-        help="pos/syn: alpha per part of speech",
+        help="pos/syn: alpha per part of speech: finite, >= 0, not both 0, sum <= 1",
     )
     x.add_argument("--verb-classes", help="syn: EPIC_100_verb_classes.csv-style vocabulary")
     x.add_argument("--noun-classes", help="syn: EPIC_100_noun_classes.csv-style vocabulary")
@@ -77,10 +87,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
     """The `proxy` command's matrix (float32 [rows, columns])."""
-    if (args.verb_classes is None) != (args.noun_classes is None):
-        raise InputError("--verb-classes and --noun-classes go together: give both or neither")
+    _check_class_flags(args)
     if not 0.0 < args.rho <= 1.0:
         raise InputError(f"--rho {args.rho}: use a fraction in (0, 1]")
+    _check_weights(args.weights)
+    if args.workers < 1:
+        raise InputError(f"--workers {args.workers}: use at least 1")
     classes = None
     if args.proxy == "syn" and args.verb_classes:  # read (and check) before parsing
         classes = proxies.ClassMap.from_vocabs(
@@ -114,11 +126,49 @@ def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
     return rel
 
 
+def _check_class_flags(args: argparse.Namespace) -> None:
+    if (args.verb_classes is None) != (args.noun_classes is None):
+        raise InputError("--verb-classes and --noun-classes go together: give both or neither")
+
+
+def _check_weights(weights) -> None:
+    """Alpha per part of speech: finite, non-negative, not all zero, summing to at most 1
+    (the paper's alphas sum to 1), so the PoS/SYN proxy stays in [0, 1]."""
+    w = np.asarray(weights, np.float64)
+    shown = " ".join(f"{x:g}" for x in w)
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise InputError(f"--weights {shown}: use finite, non-negative weights, e.g. 0.5 0.5")
+    if not w.any():
+        raise InputError(f"--weights {shown}: at least one weight must be positive, e.g. 0.5 0.5")
+    if w.sum() > 1.0 + 1e-6:
+        raise InputError(
+            f"--weights {shown}: they sum to {w.sum():g} > 1, so relevance could exceed 1; "
+            "use weights summing to 1, e.g. 0.5 0.5"
+        )
+
+
+def _check_relevance(rel: np.ndarray, what: str) -> None:
+    """Every matrix written is a non-empty float32 relevance in [0, 1]; anything else is
+    refused before writing (it would poison every evaluation that reads it)."""
+    if rel.ndim != 2 or rel.size == 0:
+        raise InputError(
+            f"the {what} matrix has shape {rel.shape}: need at least one row "
+            "and one column; not written"
+        )
+    lo, hi = float(rel.min()), float(rel.max())
+    if not (0.0 <= lo and hi <= 1.0):  # also NaN
+        raise InputError(
+            f"the {what} matrix has values in [{lo:g}, {hi:g}], outside [0, 1]; not written "
+            "(check the inputs and flags)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     start = time.perf_counter()
     if args.command == "proxy":
         rel = proxy_matrix(args)
+        _check_relevance(rel, f"{args.proxy} proxy")
         cli.save_npy_atomic(args.out, rel)
         logging.info(
             "wrote %s: %d x %d float32 %s proxy, mean %.5f, %.2fs",
@@ -129,13 +179,21 @@ def main(argv: list[str] | None = None) -> int:
             time.perf_counter() - start,
         )
         return 0
-    clips = epic100.read_clips(args.clips)
+    _check_class_flags(args)
+    sizes = {}
+    if args.verb_classes:
+        sizes = {
+            "num_verbs": len(epic100.read_classes(args.verb_classes)),
+            "num_nouns": len(epic100.read_classes(args.noun_classes)),
+        }
+    clips = epic100.read_clips(args.clips, **sizes)
     if args.sentences:
-        sents = epic100.read_sentences(args.sentences, clips)
+        sents = epic100.read_sentences(args.sentences, clips, **sizes)
         cols_v, cols_n = sents.verb_classes, sents.noun_classes
     else:
         cols_v, cols_n = clips.verb_classes, clips.noun_classes
     rel = class_relevance(clips.verb_classes, clips.noun_classes, cols_v, cols_n)
+    _check_relevance(rel, "relevance")
     cli.save_npy_atomic(args.out, rel)
     logging.info(
         "wrote %s: %d x %d float32 relevance, mean %.5f, %.6f of entries = 1, %.2fs",

@@ -76,7 +76,7 @@ GOOD = (
 
 
 def test_malformed_rows_name_file_line_column(tmp_path):
-    bad_list = GOOD.replace(",[2]\n", ',"[2,,3]"\n')
+    bad_list = GOOD.replace("P01_11_0,", "P01_11_1,").replace(",[2]\n", ',"[2,,3]"\n')
     with pytest.raises(InputError, match=r"clips.csv:3: column 'all_noun_classes'"):
         epic100.read_clips(_write(tmp_path, HEADER + GOOD + bad_list))
     with pytest.raises(InputError, match=r"clips.csv:2: column 'verb_class' is 'x'"):
