@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from jaxsvr import workdir
 from jaxsvr.data import arrays
 from jaxsvr.errors import InputError
 
@@ -34,25 +34,17 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
 
 
 def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
-    """Writes `array` to `path` as .npy via a temporary file in the same folder + rename."""
+    """Writes `array` to `path` as .npy via a temporary file in the same folder + rename,
+    with the mode a new file gets from `open()` (`jaxsvr.workdir.atomic_write`)."""
     path = Path(path)
     if path.parent and not path.parent.is_dir():
         raise InputError(f"output folder {path.parent} does not exist: create it first")
     if path.is_dir():
         raise InputError(f"output {path} is a folder: name a .npy file to write")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise InputError(f"cannot write to {path.parent}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array)
-        os.replace(tmp, path)
-    except BaseException as e:
-        os.unlink(tmp)
-        if isinstance(e, OSError):  # disk full, quota: one line, nothing left behind
-            raise InputError(f"cannot write {path}: {e.strerror or e}") from None
-        raise
+    try:  # the usual file mode (0666 minus the umask), not mkstemp's 0600
+        workdir.atomic_write(path, lambda f: np.save(f, array))
+    except OSError as e:  # no write permission, disk full, quota: one line, nothing left
+        raise InputError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def load_npy(path: str | os.PathLike, what: str, *, float32: bool = False) -> np.ndarray:

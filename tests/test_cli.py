@@ -1,6 +1,7 @@
 """The command lines: output files, JSON, ensembles, and one-line errors with exit code 2."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -113,3 +114,24 @@ def test_evaluate_cli_exit_code_in_subprocess(tmp_path):
         "jaxsvr.evaluate", "--similarity", tmp_path / "s.npy", "--relevance", tmp_path / "r.npy"
     )
     assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_outputs_get_the_usual_file_mode(tmp_path):
+    """Files a CLI writes get 0666 minus the umask, as `open()` gives (not mkstemp's 0600)."""
+    from jaxsvr import cli
+
+    script = (
+        "import os, numpy as np; from jaxsvr import cli; os.umask(0o027); "
+        f"cli.save_npy_atomic({str(tmp_path / 'a.npy')!r}, np.zeros(3, np.float32))"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    assert (tmp_path / "a.npy").stat().st_mode & 0o777 == 0o640
+    cli.save_npy_atomic(tmp_path / "b.npy", np.zeros(3, np.float32))
+    assert (tmp_path / "b.npy").stat().st_mode & 0o777 == 0o666 & ~_umask()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "b.npy"]  # no temporaries
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
