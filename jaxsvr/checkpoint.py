@@ -1,25 +1,72 @@
 """orbax checkpoints in the workdir: the latest few for resuming, the best by a metric.
 
 - `WORKDIR/checkpoints/<step>`: the train state every `every_steps` steps and at the end,
-  keeping the `keep` most recent. Rerunning the same command restores the latest one
-  (restore order: resume from the workdir -> scratch); batch order and randomness are pure
-  functions of (seed, step), so a resumed run continues exactly as the uninterrupted run.
+  keeping the `keep` most recent. Rerunning the same command restores the newest usable
+  one (restore order: resume from the workdir -> scratch); batch order and randomness are
+  pure functions of (seed, step), so a resumed run continues exactly as the uninterrupted
+  run.
 - `WORKDIR/best/<step>`: the state at the evaluation with the best `metric` (one kept).
 Saves are asynchronous; orbax writes each into a temporary folder and renames it when
 complete, so a process killed mid-save leaves the previous checkpoint intact (unfinished
-temporaries are removed on the next start). Every process joins every save.
+temporaries are removed on the next start). Every process joins every save. The trainer
+saves only states whose every array is finite (`all_finite`, computed by the train step),
+so a run that diverges leaves its last finite state as the newest checkpoint.
+
+Damaged checkpoints. A committed checkpoint can still be damaged later: a disk or a copy
+that truncates or garbles files, a folder emptied by hand, or a non-finite state written
+by an older jaxsvr. So at the start of a run every step folder of `checkpoints/` and
+`best/` is screened (orbax reads their `_CHECKPOINT_METADATA` and best's metrics as soon as
+a manager starts, and a garbled one would stop it), then the best checkpoint and the
+`checkpoints/` newest first are restored until one restores with every array finite. A
+checkpoint that fails is moved aside to `WORKDIR/unusable/<folder>-<step>-<UTC time>`
+with one warning naming it and the reason, and the next older one is tried; when none is
+left, the run says so and starts from scratch, which ends as the uninterrupted run would.
+Moving rather than deleting keeps the files for inspection (an I/O error that was only
+transient costs retraining some steps, never data); taking them out of the managed folders
+lets orbax save that step again and keeps its `keep` and best bookkeeping to usable
+checkpoints, so the next rerun does not warn again. Delete `WORKDIR/unusable/` once
+inspected. A checkpoint whose arrays (names, shapes, dtypes) differ from the state this
+config builds is not damaged but another config's: that is an `InputError` naming the first
+difference, never a fallback.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 
 from jaxsvr.errors import InputError
+
+UNUSABLE = "unusable"  # WORKDIR/unusable/: checkpoints moved aside
+_STEP_METADATA = "_CHECKPOINT_METADATA"  # orbax's per-step JSON, read when a manager starts
+
+
+class _Unusable(Exception):
+    """A checkpoint that cannot be restored; the message says why in one line."""
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """A device bool: every floating-point array of `tree` is finite (traceable)."""
+    flags = [
+        jnp.all(jnp.isfinite(x))
+        for x in jax.tree.leaves(tree)
+        if jnp.issubdtype(x.dtype, jnp.inexact)
+    ]
+    return jnp.all(jnp.stack(flags)) if flags else jnp.array(True)
+
+
+_all_finite = jax.jit(all_finite)
 
 
 class Checkpointer:
@@ -39,19 +86,24 @@ class Checkpointer:
                 "config.checkpoint.every_steps and config.checkpoint.keep must be >= 1, got "
                 f"{every_steps} and {keep}"
             )
-        workdir = Path(workdir).absolute()
+        self.workdir = Path(workdir).absolute()
         self.every_steps = every_steps
         self.metric = metric
+        self.moved = 0  # checkpoints/ folders moved aside in this run
+        self._barriers = 0
+        self._screen("checkpoints", metric=None)
         self.latest = ocp.CheckpointManager(
-            workdir / "checkpoints",
+            self.workdir / "checkpoints",
             options=ocp.CheckpointManagerOptions(
                 max_to_keep=keep, create=True, cleanup_tmp_directories=True
             ),
+            item_handlers=ocp.StandardCheckpointHandler(),
         )
         self.best = None
         if metric:
+            self._screen("best", metric=metric)
             self.best = ocp.CheckpointManager(
-                workdir / "best",
+                self.workdir / "best",
                 options=ocp.CheckpointManagerOptions(
                     max_to_keep=1,
                     best_fn=lambda m: m[metric],
@@ -59,23 +111,45 @@ class Checkpointer:
                     create=True,
                     cleanup_tmp_directories=True,
                 ),
+                item_handlers=ocp.StandardCheckpointHandler(),
             )
 
-    def latest_step(self) -> int | None:
-        return self.latest.latest_step()
+    def restore(self, state: Any) -> Any | None:
+        """The newest usable checkpoint of `checkpoints/` restored into `state`'s structure,
+        shapes and shardings, or None when there is none (the run starts from scratch).
 
-    def restore(self, state: Any) -> Any:
-        """The latest checkpoint restored into `state`'s structure, shapes and shardings."""
-        step = self.latest.latest_step()
+        Unusable checkpoints, and an unusable best checkpoint (checked here too), are moved
+        aside with a warning (see the module docstring).
+
+        Raises:
+          InputError: a checkpoint holds another config's state.
+        """
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
-        restored = self.latest.restore(step, args=ocp.args.StandardRestore(abstract))
-        logging.info("checkpoint: resumed from %s at step %d", self.latest.directory, step)
-        return restored
+        if self.best is not None:
+            for step in self.best.all_steps():
+                self._restore(self.best, step, abstract)
+        for step in sorted(self.latest.all_steps(), reverse=True):
+            restored = self._restore(self.latest, step, abstract)
+            if restored is not None:
+                logging.info("checkpoint: resumed from %s at step %d", self.latest.directory, step)
+                return restored
+        if self.moved:
+            logging.warning(
+                "checkpoint: no usable checkpoint is left in %s (%d moved aside to %s): "
+                "training starts from scratch",
+                self.latest.directory,
+                self.moved,
+                self.workdir / UNUSABLE,
+            )
+        else:
+            logging.info("checkpoint: none in %s: training from scratch", self.latest.directory)
+        return None
 
     def should_save(self, step: int) -> bool:
         return step % self.every_steps == 0
 
     def save(self, step: int, state: Any) -> None:
+        """Saves `state`, which the caller has checked is finite."""
         if self.latest.latest_step() != step:
             self.latest.save(step, args=ocp.args.StandardSave(state), force=True)
 
@@ -96,3 +170,163 @@ class Checkpointer:
             if manager is not None:
                 manager.wait_until_finished()
                 manager.close()
+
+    def _screen(self, folder: str, metric: str | None) -> None:
+        """Moves aside the step folders of `folder` whose files an orbax manager reads when
+        it starts (or that hold no state at all) and that are damaged."""
+        root = self.workdir / folder
+        names = [p.name for p in root.iterdir()] if root.is_dir() else []
+        for step in sorted(int(name) for name in names if name.isdigit()):
+            why = _damage(root / str(step), metric)
+            if why is not None:
+                self._move_aside(root, step, why)
+        self._sync()  # every process starts its manager after the moves
+
+    def _restore(self, manager: ocp.CheckpointManager, step: int, abstract: Any) -> Any | None:
+        """`step` of `manager` restored into `abstract`, or None after moving it aside."""
+        path = manager.directory / str(step)
+        why = None
+        try:
+            restored = _read(manager, step, abstract, path)
+        except _Unusable as e:
+            why, restored = str(e), None
+        if not _everywhere(why is None):
+            self._move_aside(manager.directory, step, why or "unreadable on another process")
+            self._sync()
+            manager.reload()  # drop the step from orbax's bookkeeping
+            return None
+        return restored
+
+    def _move_aside(self, root: Path, step: int, why: str) -> None:
+        if root.name == "checkpoints":
+            self.moved += 1
+        if jax.process_index() != 0:
+            return
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        dest = self.workdir / UNUSABLE / f"{root.name}-{step}-{stamp}"
+        dest.parent.mkdir(exist_ok=True)
+        n = 1
+        while dest.exists():  # two in the same second
+            dest, n = dest.with_name(f"{root.name}-{step}-{stamp}-{n}"), n + 1
+        (root / str(step)).rename(dest)
+        logging.warning(
+            "checkpoint: %s is unusable (%s); moved it to %s", root / str(step), why, dest
+        )
+
+    def _sync(self) -> None:
+        if jax.process_count() > 1:
+            self._barriers += 1
+            multihost_utils.sync_global_devices(f"jaxsvr-checkpoint-{self._barriers}")
+
+
+def _damage(path: Path, metric: str | None) -> str | None:
+    """Why the step folder `path` is damaged in a way that would stop an orbax manager (or
+    holds no state at all), else None. `metric`: the value best/'s metrics must hold."""
+    meta = path / _STEP_METADATA
+    if meta.exists():  # older orbax versions wrote none
+        try:
+            readable = isinstance(json.loads(meta.read_bytes()), dict)
+        except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError too
+            readable = False
+        if not readable:
+            return f"its {_STEP_METADATA} is not a JSON object"
+    if not (path / "default").is_dir():
+        return "it has no default/ folder, which holds the saved state"
+    if metric is not None:
+        try:
+            value = json.loads((path / "metrics" / "metrics").read_bytes())[metric]
+            readable = isinstance(value, int | float) and math.isfinite(value)
+        except (OSError, ValueError, KeyError, TypeError):
+            readable = False
+        if not readable:
+            return f"its metrics/metrics file holds no finite {metric!r}"
+    return None
+
+
+def _read(manager: ocp.CheckpointManager, step: int, abstract: Any, path: Path) -> Any:
+    """Restores `step`; raises _Unusable when it cannot be read or is not finite, and
+    InputError when it holds another state than `abstract`."""
+    try:
+        saved = manager.item_metadata(step)
+        saved = {m.name: (tuple(m.shape), np.dtype(m.dtype)) for m in jax.tree.leaves(saved)}
+    except Exception as e:  # orbax and tensorstore raise many kinds for unreadable files
+        _quiet_abandoned_reads()
+        raise _Unusable(f"its array metadata cannot be read: {_reason(e)}") from e
+    _check_layout(saved, abstract, path)
+    try:
+        restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
+    except Exception as e:  # as above
+        _quiet_abandoned_reads()
+        raise _Unusable(f"its arrays cannot be read: {_reason(e)}") from e
+    if not bool(jax.device_get(_all_finite(restored))):
+        raise _Unusable("it holds non-finite parameters or optimizer state (a diverged run's)")
+    return restored
+
+
+def _check_layout(saved: dict[str, tuple], abstract: Any, path: Path) -> None:
+    """Raises InputError when the arrays saved at `path` (name -> (shape, dtype)) are not
+    those of `abstract`."""
+    names = jax.tree.leaves(ocp.tree.get_param_names(abstract, include_empty_nodes=False))
+    leaves = jax.tree.leaves(abstract)
+    want = {n: (tuple(x.shape), np.dtype(x.dtype)) for n, x in zip(names, leaves, strict=True)}
+    diffs = [f"{n} is not in this config's state" for n in saved if n not in want]
+    diffs += [f"{n} is missing" for n in want if n not in saved]
+    diffs += [
+        f"{n} is {saved[n][1]}{list(saved[n][0])} there, {want[n][1]}{list(want[n][0])} here"
+        for n in want
+        if n in saved and saved[n] != want[n]
+    ]
+    if diffs:
+        raise InputError(
+            f"checkpoint {path} holds another model or optimizer state than this config builds "
+            f"({diffs[0]}; {len(diffs)} difference(s)): rerun with the config that wrote it, or "
+            "pick a new --workdir"
+        )
+
+
+def _reason(e: BaseException) -> str:
+    """The first line of the innermost cause of `e`; re-raises `e` when that is memory
+    exhaustion (a good checkpoint must not be moved aside for it)."""
+    root = e
+    while True:
+        if isinstance(root, MemoryError) or "RESOURCE_EXHAUSTED" in str(root):
+            raise e
+        nxt = root.__cause__ or (None if root.__suppress_context__ else root.__context__)
+        if nxt is None:
+            break
+        root = nxt
+    lines = str(root).strip().splitlines()
+    text = lines[0] if lines else ""
+    text = text if len(text) <= 200 else text[:197] + "..."
+    return f"{type(root).__name__}: {text}" if text else type(root).__name__
+
+
+def _quiet_abandoned_reads() -> None:
+    """Drops the noise of the reads orbax abandons when one read of a checkpoint fails.
+
+    The others are still in flight on tensorstore threads; when they finish, into an event
+    loop orbax has closed, or when their coroutines are finalised, their errors reach
+    `sys.unraisablehook`, which prints tens of tracebacks although nothing is wrong any
+    more. The hook installed here (once per process, only after such a failure) drops
+    exactly those and passes every other unraisable exception on.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "jaxsvr_quiet", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        error, obj = unraisable.exc_value, unraisable.object
+        closed_loop = isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+        code = getattr(obj, "cr_code", None)  # a coroutine finalised with its exception
+        if not (closed_loop or (code is not None and "orbax" in code.co_filename)):
+            previous(unraisable)
+
+    hook.jaxsvr_quiet = True
+    sys.unraisablehook = hook
+
+
+def _everywhere(ok: bool) -> bool:
+    """`ok` on every process: all of them then move on to the same checkpoint."""
+    if jax.process_count() == 1:
+        return ok
+    return bool(np.all(multihost_utils.process_allgather(np.array(ok))))

@@ -3,7 +3,8 @@
 `configs/*.py` hold one experiment family each (`get_config(arg)`); they start from
 `base()` and pick variants with `variants(arg, allowed)`, e.g.
 `--config=configs/epic_jpose.py:margin=relevance,runlocal`. Every key a run can take exists
-here, so a mistyped override fails at once (the configs are locked).
+here, so a mistyped override fails at once (the configs are locked); `jaxsvr.config_checks`
+holds the accepted range of every number, checked before a run loads data.
 """
 
 from __future__ import annotations

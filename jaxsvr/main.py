@@ -5,13 +5,16 @@ names the job; overrides like `--config.data.annotations=../shared/data/epic100`
 Jobs: `train` (`jaxsvr.train.train_and_evaluate`: train, evaluate, checkpoint; rerunning
 the command resumes from WORKDIR) and `eval_demo` (evaluation on reference similarities).
 
-Exit codes: 0 done; 1 the training diverged (non-finite loss; the step is named); 2 bad
-input (one line: unknown config key or variant, missing file, features that disagree with
-the annotations, non-finite features).
+Exit codes (README, "Exit codes"): 0 done; 1 the training diverged (non-finite loss; the
+step is named); 2 bad input, found before anything was written (one line: missing or
+broken config file, unknown config key or variant, a value out of range, an unusable or
+busy workdir, missing file, features that disagree with the annotations or each other,
+non-finite features).
 """
 
 import ast
 import logging
+import re
 import sys
 
 from absl import app, flags
@@ -33,11 +36,13 @@ def main(argv: list[str]) -> None:
     logging.getLogger().setLevel(logging.INFO)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_quiet_orbax)
+    from jaxsvr import workdir
     from jaxsvr.errors import InputError
     from jaxsvr.train import TrainingDiverged
 
     config = _CONFIG.value
     try:
+        workdir.check(_WORKDIR.value)
         if config.job == "train":
             from jaxsvr import train
 
@@ -66,9 +71,22 @@ def _fail(code: int, message: str) -> None:
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
-    """absl flag parsing, with config errors (unknown key, bad variant) as one line, exit 2."""
+    """absl flag parsing, with config errors (missing file, unknown key, bad variant) as one
+    line, exit 2."""
     try:
-        return flags.FLAGS(argv)
+        rest = flags.FLAGS(argv)
+        _CONFIG.value.job  # noqa: B018 (a config file that failed to load raises OSError here)
+        return rest
+    except OSError as e:  # ml_collections defers this error until the config is read
+        reason = str(e).strip().splitlines()[-1].split("failure to load: ")[-1].strip()
+        reason = re.sub(r"^\[Errno \d+\] (.*?)(: '.*')?$", r"\1", reason)
+        reason = reason.rstrip(".")
+        print(
+            f"error: cannot load the --config file {_config_path(argv)!r}: {reason}; give "
+            "the path of a Python file with get_config(), e.g. configs/epic_jpose.py",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_BAD_INPUT)
     except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
         message = str(e)
         if message[:1] in "'\"":  # ml_collections wraps the key error message in a repr
@@ -83,6 +101,16 @@ def _parse_flags(argv: list[str]) -> list[str]:
             message = f"unknown config key {message}"
         print(f"error: {' '.join(message.split())}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+
+
+def _config_path(argv: list[str]) -> str:
+    """The file of `--config=PATH[:ARG]` or `--config PATH[:ARG]` in `argv`."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config="):
+            return arg.removeprefix("--config=").split(":", 1)[0]
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1].split(":", 1)[0]
+    return ""
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@ neither TensorFlow, tensorboard nor protobuf; only viewing the curves needs tens
 Only process 0 should write: other processes pass `enabled=False` and get a no-op writer.
 A run that resumes from a checkpoint at step s passes `resume_step=s`: later JSON lines
 (written after the checkpoint by the crashed run) are dropped, and the new event file opens
-with a SessionLog START that makes TensorBoard discard the orphaned points.
+with a SessionLog START that makes TensorBoard discard the orphaned points. Lines that
+cannot be read (not UTF-8, not a JSON object with an integer "step": a line torn by a crash,
+or damage) are dropped too, with one warning that counts them. Metrics of steps up to s were
+written before that checkpoint, so the resumed writer does not write them again: rerunning
+a finished run (which evaluates its final state again) leaves `metrics.jsonl` as it was.
 """
 
 from __future__ import annotations
@@ -117,16 +121,19 @@ class MetricWriter:
       workdir: Run directory; created if missing.
       enabled: False on processes other than 0: every method is a no-op, no file is touched.
       resume_step: Step of the checkpoint a resumed run restored. Lines of an existing
-        `metrics.jsonl` with step > resume_step are dropped, and the new event file starts
-        with SessionLog START at resume_step + 1, so TensorBoard purges points with
-        step > resume_step. When None (a fresh run), an existing `metrics.jsonl` is
-        truncated; older event files are left alone (delete them or use a new workdir).
+        `metrics.jsonl` with step > resume_step (or unreadable) are dropped, and the new
+        event file starts with SessionLog START at resume_step + 1, so TensorBoard purges
+        points with step > resume_step; writes for steps <= resume_step are skipped (the
+        run that saved the checkpoint wrote them). When None (a fresh run), an existing
+        `metrics.jsonl` is truncated; older event files are left alone (delete them or use
+        a new workdir).
     """
 
     def __init__(
         self, workdir: str | os.PathLike, *, enabled: bool = True, resume_step: int | None = None
     ) -> None:
         self._enabled = enabled
+        self._resume_step = resume_step
         if not enabled:
             return
         workdir = Path(workdir)
@@ -135,7 +142,8 @@ class MetricWriter:
         jsonl = workdir / "metrics.jsonl"
         if resume_step is not None and jsonl.exists():
             _keep_until(jsonl, resume_step)
-        self._jsonl = open(jsonl, "a" if resume_step is not None else "w", buffering=1)
+        mode = "a" if resume_step is not None else "w"
+        self._jsonl = open(jsonl, mode, buffering=1, encoding="utf-8")
 
         name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
         suffix = 0
@@ -166,6 +174,11 @@ class MetricWriter:
             return
         if "step" in scalars:
             raise ValueError("'step' is reserved for the step number; rename that metric")
+        if self._resume_step is not None and step <= self._resume_step:
+            logging.info(
+                "metrics of step %d were written before the checkpoint: kept as they are", step
+            )
+            return
         values = {k: _to_python(v) for k, v in scalars.items()}
         self._jsonl.write(json.dumps({"step": int(step), **values}) + "\n")
         summary = _summary({k: float(v) for k, v in values.items()})
@@ -202,17 +215,32 @@ class MetricWriter:
 
 
 def _keep_until(jsonl: Path, step: int) -> None:
-    """Rewrites `jsonl` atomically without lines of step > `step`."""
-    kept = []
-    for number, line in enumerate(jsonl.read_text().splitlines(), 1):
+    """Rewrites `jsonl` atomically without lines of step > `step` or unreadable ones."""
+    kept, unreadable = [], []
+    for number, raw in enumerate(jsonl.read_bytes().splitlines(), 1):
         try:
-            if json.loads(line)["step"] <= step:
-                kept.append(line + "\n")
-        except (ValueError, KeyError, TypeError):
-            # A crash mid-write can leave a torn last line; say so rather than fail the resume.
-            logging.warning("%s:%d: dropping unreadable line %.80r", jsonl, number, line)
+            line = raw.decode("utf-8")
+            line_step = json.loads(line)["step"]
+            if isinstance(line_step, bool) or not isinstance(line_step, int):
+                raise TypeError(f"step {line_step!r}")
+        except (ValueError, KeyError, TypeError):  # UnicodeDecodeError is a ValueError
+            unreadable.append((number, raw))
+            continue
+        if line_step <= step:
+            kept.append(line + "\n")
+    if unreadable:
+        # A crash mid-write can leave a torn last line; say so rather than fail the resume.
+        number, raw = unreadable[0]
+        logging.warning(
+            "%s: dropping %d unreadable line(s) (not UTF-8 JSON with a step), the first at "
+            "line %d: %.80r",
+            jsonl,
+            len(unreadable),
+            number,
+            raw,
+        )
     fd, tmp = tempfile.mkstemp(dir=jsonl.parent, prefix=".metrics.jsonl.")
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.writelines(kept)
     os.chmod(tmp, jsonl.stat().st_mode)  # mkstemp makes 0600 files
     os.replace(tmp, jsonl)

@@ -7,8 +7,9 @@
    replicated, batches are split over `data`.
 3. State: params from `model.init` (word table optionally from a word-vector file), the optax
    optimiser (`jaxsvr.optim`), the step. Init is jitted with replicated out_shardings.
-4. Restore (`jaxsvr.checkpoint`): the latest checkpoint in WORKDIR/checkpoints if any (so
-   rerunning a command resumes it), else scratch.
+4. Restore (`jaxsvr.checkpoint`): the newest usable checkpoint in WORKDIR/checkpoints if
+   any (so rerunning a command resumes it; damaged ones are moved aside with a warning),
+   else scratch.
 5. Loop: host-side batches of the objective (`jaxsvr.objectives`: offline triplets or
    batch losses; a pure function of (seed, epoch, step): row indices plus margins or
    relevance matrices) are built by a background thread and handed over as sharded global
@@ -19,16 +20,27 @@
    Metrics stay on device until a log step. Every `eval.every_epochs` epochs and at the
    end: test nDCG/mAP/R@K. Checkpoints every `checkpoint.every_steps` and at the
    end, plus the best by `checkpoint.best_metric`.
-6. Outputs (process 0): `config.json`, `vocab.json`, `metrics.jsonl` + TensorBoard events
-   (`jaxsvr.metric_writers`), `metrics.json` with the final test metrics, and with
-   `eval.export_similarity` the final `test_similarity.npy` and `test_relevance.npy`.
+6. Outputs (process 0, holding the lock `WORKDIR/.lock` from the restore on; everything
+   before it is checks that write nothing): `config.json`, `vocab.json`, `metrics.jsonl` +
+   TensorBoard events (`jaxsvr.metric_writers`), `metrics.json` with the final test
+   metrics, and with `eval.export_similarity` the final `test_similarity.npy` and
+   `test_relevance.npy`.
+   Rerunning a finished run re-evaluates it and leaves metrics.jsonl and the training
+   summary in metrics.json as they were.
 
 Every program of the main thread (init, step, evaluation) is traced under
 `config.matmul_precision` (`jaxsvr.precision`: JAX's own setting, TensorFloat-32 on recent
 GPUs; "highest" for float32 everywhere). The prefetch thread multiplies nothing.
 
-A non-finite loss stops the run with `TrainingDiverged` naming the step; no checkpoint is
-written after it, so the last good one stays.
+A non-finite loss, or a non-finite parameter or optimizer state after an update (the step
+computes one on-device flag, `checkpoint.all_finite`, as the loss is computed before the
+update and cannot vouch for it), stops the run with `TrainingDiverged` naming the step and
+the last good checkpoint. Every log, evaluation and checkpoint step first checks the steps
+since the last check, so no non-finite state is evaluated or saved, and a rerun with a saner
+optimiser resumes from that checkpoint. A gradient that stays exactly zero while the loss
+does not (a learning rate so large that every unit saturates, or a dead model) draws one
+warning after `ZERO_GRAD_STEPS` such steps: such a run would otherwise end quietly having
+learnt nothing.
 """
 
 from __future__ import annotations
@@ -47,18 +59,20 @@ import ml_collections
 import numpy as np
 import optax
 
-from jaxsvr import input_pipeline, models, objectives, optim, parallel, precision
-from jaxsvr.checkpoint import Checkpointer
+from jaxsvr import config_checks, input_pipeline, models, objectives, optim, parallel, precision
+from jaxsvr.checkpoint import Checkpointer, all_finite
 from jaxsvr.data import dataset, text, windows
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 from jaxsvr.metric_writers import MetricWriter
+from jaxsvr.workdir import Workdir, atomic_write, write_text
 
-POSITIVES = ("class", "narration")  # config.eval.positives
+POSITIVES = config_checks.POSITIVES  # config.eval.positives
+ZERO_GRAD_STEPS = 20  # consecutive steps of zero gradient (and non-zero loss) that warn
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became non-finite."""
+    """The loss, or the train state after an update, became non-finite."""
 
 
 @flax.struct.dataclass
@@ -69,33 +83,33 @@ class TrainState:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -> dict:
-    """Trains `config.model` as `config` says and returns the final test metrics."""
+    """Trains `config.model` as `config` says and returns the final test metrics.
+
+    Every config value and the workdir are checked before data is loaded, the data before
+    anything is written: a run that fails a check (InputError) leaves the workdir as it
+    found it. Process 0 then locks the workdir for the rest of the run (`jaxsvr.workdir`).
+    """
+    config_checks.check_train(config)
     with precision.scope(config.matmul_precision):
-        return _train_and_evaluate(config, Path(workdir))
+        with Workdir(workdir, lead=jax.process_index() == 0) as run_dir:
+            return _train_and_evaluate(config, run_dir)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: Path) -> dict:
+def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> dict:
     lead = jax.process_index() == 0
+    workdir = run_dir.path
     objectives.check_name(config)
     positives = config.eval.positives
-    if positives not in POSITIVES:
-        raise InputError(f"unknown config.eval.positives {positives!r}: use one of {POSITIVES}")
     fields = models.model_class(config.model.name).text_fields
-    if lead:
-        workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "config.json").write_text(config.to_json_best_effort(indent=1) + "\n")
-
-    data = dataset.load(config.data, fields)
-    if lead:
-        (workdir / "vocab.json").write_text(data.vocab.to_json() + "\n")
-    model = models.build(config, len(data.vocab), data.video_dim, **data.dims)
     mesh = parallel.make_mesh(config.mesh.data)
     batch_size = config.train.batch_size
     parallel.check_batch_size(batch_size, mesh)
+
+    data = dataset.load(config.data, fields)
+    config_checks.check_data(config, data, fields)
+    model = models.build(config, len(data.vocab), data.video_dim, **data.dims)
     objective = objectives.build(config, data.train, model)
     steps_per_epoch = objective.steps_per_epoch(batch_size)
-    if config.train.max_steps < 0 or config.train.num_epochs < 1:
-        raise InputError("config.train.max_steps must be >= 0 and num_epochs >= 1")
     total_steps = config.train.max_steps or config.train.num_epochs * steps_per_epoch
     tx = optim.build(config.optimizer, total_steps)
     logging.info(
@@ -115,15 +129,22 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: Path) -> dic
     rep = parallel.replicated(mesh)
     state = _init_state(config, model, tx, data, rep)
     state_sharding = jax.tree.map(lambda _: rep, state)
+    # Every check passed: the run starts, under the workdir's lock. The restore comes
+    # before config.json so that a checkpoint of another model (InputError) leaves it as is.
+    run_dir.open()
     ckpt = Checkpointer(
         workdir,
         every_steps=config.checkpoint.every_steps,
         keep=config.checkpoint.keep,
         metric=config.checkpoint.best_metric,
     )
-    resumed = ckpt.latest_step() is not None
+    restored = ckpt.restore(state)  # None: no usable checkpoint, scratch
+    if lead:
+        write_text(workdir / "config.json", config.to_json_best_effort(indent=1) + "\n")
+        write_text(workdir / "vocab.json", data.vocab.to_json() + "\n")
+    resumed = restored is not None
     if resumed:
-        state = ckpt.restore(state)
+        state = restored
     start_step = int(jax.device_get(state.step))
     writer = MetricWriter(workdir, enabled=lead, resume_step=start_step if resumed else None)
     context = dict(getattr(model, "windows", {}))  # input -> window half-width
@@ -172,6 +193,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: Path) -> dic
     log_every = config.train.log_every_steps
     pending: list[tuple[int, dict]] = []
     last_saved = start_step if resumed else None
+    vanished = _VanishedGradients()
     final = None
     timer = _Timer(start_step, total_steps)
     prefetch = input_pipeline.Prefetch(
@@ -184,7 +206,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: Path) -> dic
             pending.append((step, metrics))
             done = step == total_steps
             if step % log_every == 0 or done or ckpt.should_save(step) or step % eval_every == 0:
-                scalars = _drain(pending, last_saved)
+                scalars = _drain(pending, last_saved, vanished)  # vouches for `state`
                 if step % log_every == 0 or done:
                     scalars.update(timer.rates(step))
                     writer.write_scalars(step, {f"train/{k}": v for k, v in scalars.items()})
@@ -201,7 +223,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: Path) -> dic
         ckpt.close()
     if final is None:  # resumed a finished run: evaluate its final state again
         final = _evaluate(evaluator, state, start_step, writer, export=export)
-    final.update(timer.summary())
+        final.update(_previous_summary(workdir / "metrics.json") or timer.summary())
+    else:
+        final.update(timer.summary())
     writer.close()
     if lead:
         _write_json(workdir / "metrics.json", final)
@@ -276,21 +300,57 @@ def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, obje
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads), **terms}
+    metrics["state_finite"] = all_finite((params, opt_state))
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
-def _drain(pending: list, last_saved: int | None) -> dict[str, float]:
-    """Means of the pending step metrics; raises TrainingDiverged at a non-finite loss."""
+def _drain(pending: list, last_saved: int | None, vanished: _VanishedGradients) -> dict:
+    """Means of the pending step metrics (pulled to the host).
+
+    Raises TrainingDiverged at the first step whose loss is non-finite or whose update left
+    a non-finite state. `last_saved` names the newest checkpoint: each save follows a drain
+    that vouched for the saved state, so it is finite.
+    """
     host = jax.device_get(pending)
     pending.clear()
     for step, m in host:
-        if not np.isfinite(m["loss"]):
-            where = f"step {last_saved}" if last_saved is not None else "none yet"
-            raise TrainingDiverged(
-                f"non-finite loss ({m['loss']}) at step {step}; last good checkpoint: {where}. "
-                "Lower config.optimizer.lr or check the features"
+        loss, finite = m["loss"], m.pop("state_finite")
+        if not np.isfinite(loss) or not finite:
+            if not np.isfinite(loss):
+                what = f"non-finite loss ({loss}) at step {step}"
+            else:
+                what = f"non-finite parameters or optimizer state after the update of step {step}"
+            where = (
+                f"step {last_saved} (a rerun resumes from it)"
+                if last_saved is not None
+                else "none yet"
             )
+            raise TrainingDiverged(
+                f"{what}; last good checkpoint: {where}. Lower config.optimizer.lr (or "
+                "momentum, or set grad_clip) or check the features"
+            )
+        vanished.see(step, float(loss), float(m["grad_norm"]))
     return {k: float(np.mean([m[k] for _, m in host])) for k in host[0][1]}
+
+
+class _VanishedGradients:
+    """Warns once when the gradient has been exactly zero for `ZERO_GRAD_STEPS` steps in a
+    row while the loss was not: nothing is learnt, yet the run would end without a word."""
+
+    def __init__(self):
+        self.run = 0
+
+    def see(self, step: int, loss: float, grad_norm: float) -> None:
+        self.run = self.run + 1 if grad_norm == 0 and loss != 0 else 0
+        if self.run == ZERO_GRAD_STEPS:  # once per stretch
+            logging.warning(
+                "the gradient vanished: zero for the last %d steps up to step %d while the loss "
+                "was %.4g; the model no longer learns (a learning rate so large that every unit "
+                "saturated, or a dead model): lower config.optimizer.lr",
+                ZERO_GRAD_STEPS,
+                step,
+                loss,
+            )
 
 
 def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) -> dict:
@@ -375,11 +435,21 @@ class _Timer:
 
 
 def _write_npy(path: Path, array: np.ndarray) -> None:
-    """Writes atomically (a temporary file renamed into place)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.save(f, np.asarray(array, np.float32))
-    tmp.replace(path)
+    """Writes float32 .npy atomically (a temporary file renamed into place), with the
+    usual mode (0666 minus the umask)."""
+    atomic_write(path, lambda f: np.save(f, np.asarray(array, np.float32)))
+
+
+def _previous_summary(path: Path) -> dict | None:
+    """The training summary (`_Timer.summary` keys) of a finished run's metrics.json, so
+    that rerunning it keeps what the training measured; None if unreadable."""
+    try:
+        previous = json.loads(path.read_bytes())
+        return {
+            k: previous[k] for k in ("train_seconds", "train_steps", "steps_per_sec", "host_wait")
+        }
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def _write_json(path: Path, obj: dict) -> None:

@@ -196,3 +196,25 @@ def test_disabled_writes_nothing(tmp_path):
 def test_step_is_reserved(tmp_path):
     with MetricWriter(tmp_path) as writer, pytest.raises(ValueError, match="reserved"):
         writer.write_scalars(1, {"step": 1.0})
+
+
+def test_resume_drops_non_utf8_and_unreadable_lines_with_one_warning(tmp_path, caplog):
+    _write_run(tmp_path, {s: {"loss": float(s)} for s in range(1, 5)})
+    with (tmp_path / "metrics.jsonl").open("ab") as f:
+        f.write(b'{"step": 2, "loss": \xff\xfe}\n[1, 2]\n{"step": "3"}\n\x80\x81')
+    with caplog.at_level("WARNING"):
+        _write_run(tmp_path, {5: {"loss": 50.0}}, resume_step=3)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "4 unreadable line(s)" in warnings[0], warnings
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 5]
+
+
+def test_resumed_writer_skips_steps_already_written(tmp_path):
+    """A finished run rerun evaluates its final step again: neither file gets it twice."""
+    _write_run(tmp_path, {s: {"loss": float(s)} for s in range(1, 4)})
+    before = (tmp_path / "metrics.jsonl").read_bytes()
+    _write_run(tmp_path, {3: {"test/ndcg": 0.5}}, resume_step=3)
+    assert (tmp_path / "metrics.jsonl").read_bytes() == before
+    _, new = _event_files(tmp_path)
+    assert len(_records(new)) == 2  # file version and SessionLog START only

@@ -1,0 +1,222 @@
+"""Checks of a training config before any data is loaded or any file is written.
+
+`check_train(config)` is a pure function of the `ConfigDict`: every number the trainer reads
+(data sizes, batch size, steps and epochs, log / eval / checkpoint cadences, keep counts,
+prefetch depth, learning rate and the other optimiser numbers, thresholds, model sizes) is
+checked against its range, and the names that would otherwise fail only once training has
+begun (evaluation backend, `checkpoint.best_metric`) against their choices. A bad value is
+one `InputError` line naming the key, the value and the accepted range.
+
+`check_data(config, data, text_fields)` holds the checks that need the loaded data (train
+and test inputs of the same width); the trainer runs it before it writes anything.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import ml_collections
+import numpy as np
+
+from jaxsvr import optim
+from jaxsvr.errors import InputError
+
+POSITIVES = ("class", "narration")  # config.eval.positives
+BACKENDS = ("auto", "numpy", "jax")  # config.eval.backend
+GATHERS = ("device", "host")  # config.train.gather
+# metric keys that are counts, or ranks where lower is better: never a best checkpoint's
+NOT_BEST = ("n_queries_", "excluded_", "tied_", "medr_", "meanr_")
+
+
+@dataclass(frozen=True)
+class Range:
+    """Accepted values of a number: [low, high] (an end is excluded when `open_*`)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    integer: bool = False
+    open_low: bool = False
+    open_high: bool = False
+
+    def __contains__(self, value: object) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        if not math.isfinite(value):  # also NaN
+            return False
+        above = value > self.low if self.open_low else value >= self.low
+        below = value < self.high if self.open_high else value <= self.high
+        return above and below
+
+    def __str__(self) -> str:
+        kind = "an integer" if self.integer else "a finite number"
+        if self.high == math.inf:
+            return f"{kind} {'>' if self.open_low else '>='} {self.low:g}"
+        left, right = "(" if self.open_low else "[", ")" if self.open_high else "]"
+        return f"{kind} in {left}{self.low:g}, {self.high:g}{right}"
+
+
+COUNT = Range(1, integer=True)  # sizes, cadences, keep counts
+NON_NEGATIVE_INT = Range(0, integer=True)  # seeds, optional step counts
+POSITIVE = Range(0, open_low=True)
+NON_NEGATIVE = Range(0)
+FRACTION = Range(0, 1)
+
+# Every number the trainer reads, with its accepted values.
+NUMBERS: dict[str, Range] = {
+    "seed": NON_NEGATIVE_INT,  # NumPy generators refuse negative seeds
+    "data.num_videos": COUNT,
+    "data.test_videos": COUNT,
+    "data.clips_per_video": COUNT,
+    "data.seed": NON_NEGATIVE_INT,
+    "data.feature_seed": NON_NEGATIVE_INT,
+    "data.segments": NON_NEGATIVE_INT,
+    "data.min_word_count": COUNT,
+    "data.max_caption_len": COUNT,
+    "data.max_verb_len": COUNT,
+    "data.max_noun_len": COUNT,
+    "data.num_verb_nodes": COUNT,
+    "data.num_noun_nodes": COUNT,
+    "sampler.num_triplets": COUNT,
+    "sampler.resample_every": COUNT,
+    "sampler.threshold": Range(0, 1, open_low=True),  # positives S >= it, negatives S < it
+    "sampler.pair_threshold": Range(0, 1, open_high=True),  # relevance > it
+    "optimizer.lr": POSITIVE,
+    "optimizer.momentum": NON_NEGATIVE,  # >= 1 diverges: left to the divergence checks
+    "optimizer.weight_decay": NON_NEGATIVE,
+    "optimizer.warmup_steps": NON_NEGATIVE_INT,
+    "optimizer.warmup_fraction": FRACTION,
+    "optimizer.grad_clip": NON_NEGATIVE,
+    "train.batch_size": COUNT,
+    "train.num_epochs": COUNT,
+    "train.max_steps": NON_NEGATIVE_INT,
+    "train.log_every_steps": COUNT,
+    "train.prefetch": COUNT,
+    "eval.every_epochs": COUNT,
+    "eval.threshold": Range(0, 1, open_low=True),
+    "eval.chunk": COUNT,
+    "eval.text_chunk": COUNT,
+    "checkpoint.every_steps": COUNT,
+    "checkpoint.keep": COUNT,
+}
+# Sections whose every entry is a non-negative weight.
+WEIGHTS = ("loss.pair_weights", "loss.level_weights", "loss.contra")
+# Names that otherwise fail only at the first evaluation or training step.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "eval.positives": POSITIVES,
+    "eval.backend": BACKENDS,
+    "train.gather": GATHERS,
+    "optimizer.name": optim.NAMES,
+    "optimizer.schedule": optim.SCHEDULES,
+}
+
+
+def check_train(config: ml_collections.ConfigDict) -> None:
+    """Raises InputError (one line) at the first value of `config` the trainer cannot use.
+
+    Args:
+      config: a training config (`jaxsvr.configs.base()` and its variants).
+    """
+    for key, allowed in NUMBERS.items():
+        value = _get(config, key)
+        if value not in allowed:
+            raise InputError(
+                f"config.{key} = {value!r} is out of range: use {allowed} (--config.{key}=...)"
+            )
+    for section in WEIGHTS:
+        for name, value in _get(config, section).items():
+            if value not in NON_NEGATIVE:
+                raise InputError(
+                    f"config.{section}.{name} = {value!r} is not a weight: use {NON_NEGATIVE} "
+                    "(0 turns the term off)"
+                )
+    for key, choices in CHOICES.items():
+        value = _get(config, key)
+        if value not in choices:
+            raise InputError(f"unknown config.{key} {value!r}: use one of {choices}")
+    if config.mesh.data != -1 and config.mesh.data not in COUNT:
+        raise InputError(
+            f"config.mesh.data = {config.mesh.data!r}: use -1 (every device) or a number of "
+            "devices >= 1"
+        )
+    _check_model(config.model)
+    best = config.checkpoint.best_metric
+    if best:
+        names = best_metric_names(config.eval.positives)
+        if best not in names:
+            raise InputError(
+                f"config.checkpoint.best_metric = {best!r} is not a test metric where higher "
+                f"is better: use one of {', '.join(names)}, or '' for no best checkpoint"
+            )
+
+
+def _check_model(model: ml_collections.ConfigDict) -> None:
+    """Model sizes: integers >= 1 (context half-widths `m_*` >= 0), dropout rates in
+    [0, 1), other numbers finite and > 0."""
+    for name, value in model.items():
+        if name == "name" or isinstance(value, bool | str):
+            continue
+        if isinstance(value, int):
+            allowed = NON_NEGATIVE_INT if name.startswith("m_") else COUNT
+        elif "dropout" in name:
+            allowed = Range(0, 1, open_high=True)
+        else:
+            allowed = POSITIVE
+        if value not in allowed:
+            raise InputError(
+                f"config.model.{name} = {value!r} is out of range: use {allowed} "
+                f"(--config.model.{name}=...)"
+            )
+
+
+def best_metric_names(positives: str = "class") -> tuple[str, ...]:
+    """The test metrics `checkpoint.best_metric` can name: every key of
+    `jaxsvr.evaluation.metrics.evaluate` where higher is better, plus the class-threshold
+    recalls (`class_*`) the evaluator adds with `eval.positives = "narration"`. Taken from
+    the metrics of a 2 x 2 identity, so the list follows the metrics module."""
+    from jaxsvr.evaluation.evaluator import RECALL_KEYS
+    from jaxsvr.evaluation.metrics import evaluate
+
+    eye = np.eye(2, dtype=np.float32)
+    names = [k for k in evaluate(eye, eye, backend="numpy") if not k.startswith(NOT_BEST)]
+    if positives == "narration":
+        names += [f"class_{k}" for k in names if k.startswith(RECALL_KEYS)]
+    return tuple(names)
+
+
+def check_data(config: ml_collections.ConfigDict, data, text_fields: tuple[str, ...]) -> None:
+    """Checks of the loaded data (`jaxsvr.data.dataset.RetrievalData`) the trainer runs
+    before it writes anything: the test split is not empty, and its video features and the
+    text inputs the model reads have the widths of the training ones (the model is built
+    for the training widths)."""
+    if not len(data.test.video) or not data.test.relevance.shape[1]:
+        raise InputError(
+            f"the test split has {data.test.relevance.shape[0]} clips and "
+            f"{data.test.relevance.shape[1]} sentences: it needs at least one of each "
+            "(config.data.annotations)"
+        )
+    source = config.data.features or "synthetic"
+    pairs = [("video features", data.train.video, data.test.video)]
+    pairs += [(f"text input {f!r}", data.train.text[f], data.test.text[f]) for f in text_fields]
+    for what, train, test in pairs:
+        if train.shape[1:] != test.shape[1:]:
+            raise InputError(
+                f"train {what} are {_shape(train)} per row but test ones {_shape(test)} "
+                f"(config.data.features: {source}): both splits need inputs of one shape, "
+                "from the same extractor"
+            )
+
+
+def _shape(array) -> str:
+    return "x".join(map(str, array.shape[1:])) or "scalar"
+
+
+def _get(config: ml_collections.ConfigDict, key: str):
+    node = config
+    for part in key.split("."):
+        if part not in node:
+            raise InputError(f"the config has no key {key}: build it from jaxsvr.configs.base()")
+        node = node[part]
+    return node

@@ -1,0 +1,224 @@
+"""A run starts cleanly or leaves its workdir as it found it (subprocesses of jaxsvr.main).
+
+Table: every bad config value, workdir and config file is exit code 2, one `error:` line,
+no traceback, and no change under the test folder (which is also the working directory,
+so an empty `--workdir` writing into the current folder would show). Then the workdir lock
+(a second trainer on a busy workdir), rerunning a finished run (metrics.jsonl unchanged),
+resuming over a damaged metrics.jsonl, and the mode of exported .npy files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from train_runs import ROOT, cpu_env, jsonl, train_losses
+
+from jaxsvr.errors import InputError
+from jaxsvr.workdir import Workdir
+
+CONFIG = f"{ROOT}/configs/epic_jpose.py:runlocal"
+
+
+def main(workdir, *flags, config=CONFIG, cwd=ROOT, timeout=300, **popen):
+    """Runs `python -m jaxsvr.main` on CPU; returns the CompletedProcess."""
+    command = [sys.executable, "-m", "jaxsvr.main", f"--config={config}", f"--workdir={workdir}"]
+    return subprocess.run(
+        [*command, *flags],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=cpu_env(),
+        **popen,
+    )
+
+
+def one_error_line(r) -> str:
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, r.stderr[-3000:]
+    return errors[0]
+
+
+def tree(folder: Path) -> dict[str, tuple]:
+    """Every path under `folder` with its kind, and size and mtime for files."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        st = path.lstat()
+        is_file = path.is_file() and not path.is_symlink()
+        out[str(path.relative_to(folder))] = (st.st_size, st.st_mtime_ns) if is_file else "dir"
+    return out
+
+
+# (id, config overrides, where the workdir is, words the error line must hold)
+BAD_VALUES = [
+    ("batch_size_0", ["--config.train.batch_size=0"], "new", "train.batch_size = 0"),
+    ("batch_size_negative", ["--config.train.batch_size=-4"], "existing", "batch_size = -4"),
+    ("log_every_0", ["--config.train.log_every_steps=0"], "existing", "log_every_steps"),
+    ("eval_every_0", ["--config.eval.every_epochs=0"], "existing", "eval.every_epochs"),
+    ("test_videos_0", ["--config.data.test_videos=0"], "new", "data.test_videos"),
+    ("num_videos_0", ["--config.data.num_videos=0"], "new", "data.num_videos"),
+    ("clips_per_video_0", ["--config.data.clips_per_video=0"], "new", "clips_per_video"),
+    ("num_epochs_0", ["--config.train.num_epochs=0"], "existing", "train.num_epochs"),
+    ("max_steps_negative", ["--config.train.max_steps=-1"], "new", "train.max_steps"),
+    ("prefetch_0", ["--config.train.prefetch=0"], "new", "train.prefetch"),
+    ("gather_unknown", ["--config.train.gather=disk"], "new", "train.gather"),
+    ("ckpt_every_0", ["--config.checkpoint.every_steps=0"], "existing", "every_steps"),
+    ("ckpt_keep_0", ["--config.checkpoint.keep=0"], "new", "checkpoint.keep"),
+    ("best_metric_unknown", ["--config.checkpoint.best_metric=ndcg"], "existing", "'ndcg'"),
+    ("best_metric_lower_better", ["--config.checkpoint.best_metric=medr_t2v"], "new", "medr"),
+    ("lr_nan", ["--config.optimizer.lr=nan"], "existing", "optimizer.lr"),
+    ("lr_negative", ["--config.optimizer.lr=-0.1"], "new", "optimizer.lr"),
+    ("momentum_negative", ["--config.optimizer.momentum=-0.5"], "new", "optimizer.momentum"),
+    ("num_triplets_0", ["--config.sampler.num_triplets=0"], "new", "num_triplets"),
+    ("eval_threshold_0", ["--config.eval.threshold=0.0"], "new", "eval.threshold"),
+    ("eval_backend_unknown", ["--config.eval.backend=gpu"], "existing", "eval.backend"),
+    ("eval_chunk_0", ["--config.eval.chunk=0"], "new", "eval.chunk"),
+    ("mesh_data_0", ["--config.mesh.data=0"], "new", "mesh.data"),
+    ("seed_negative", ["--config.seed=-1"], "new", "config.seed"),
+    ("embed_dim_0", ["--config.model.embed_dim=0"], "new", "model.embed_dim"),
+    ("level_weight_negative", ["--config.loss.level_weights.verb=-1.0"], "new", "verb"),
+    ("features_of_two_widths", ["FEATURES"], "existing", "48 per row but test ones 32"),
+    ("missing_config_file", ["CONFIG=configs/nope.py"], "new", "configs/nope.py"),
+    ("workdir_empty", [], "empty", "--workdir is empty"),
+    ("workdir_is_a_file", [], "file", "is a file"),
+    ("workdir_under_a_file", [], "under_file", "which is a file"),
+    ("workdir_not_writable", [], "unwritable", "not writable"),
+]
+
+
+@pytest.mark.parametrize(
+    "flags, where, expect", [row[1:] for row in BAD_VALUES], ids=[row[0] for row in BAD_VALUES]
+)
+def test_bad_value_is_one_line_exit_2_and_changes_nothing(tmp_path, flags, where, expect):
+    workdir = tmp_path / "run"
+    if where == "existing":
+        workdir.mkdir()
+        (workdir / "notes.txt").write_text("mine\n")
+    elif where == "empty":
+        workdir = ""
+    elif where == "file":
+        workdir.write_text("not a folder\n")
+    elif where == "under_file":
+        (tmp_path / "file").write_text("not a folder\n")
+        workdir = tmp_path / "file" / "run"
+    elif where == "unwritable":  # sysfs takes no new files, not even from root
+        workdir = Path("/sys/jaxsvr_test_run")
+    config = CONFIG
+    if flags == ["FEATURES"]:  # real features: train 48-d, test 32-d
+        feats = tmp_path / "features"
+        feats.mkdir()
+        np.save(feats / "train.npy", np.ones((120, 48), np.float32))
+        np.save(feats / "test.npy", np.ones((60, 32), np.float32))
+        flags = [f"--config.data.features={feats}"]
+    elif flags and flags[0].startswith("CONFIG="):
+        config, flags = flags[0].removeprefix("CONFIG="), []
+    before = tree(tmp_path)
+
+    line = one_error_line(main(workdir, *flags, config=config, cwd=tmp_path))
+
+    assert expect in line, line
+    assert tree(tmp_path) == before
+    assert not Path("/sys/jaxsvr_test_run").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_workdir_is_one_line(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir(mode=0o555)
+    try:
+        line = one_error_line(main(folder / "run"))
+        assert "not writable" in line
+        assert not list(folder.iterdir())
+    finally:
+        folder.chmod(0o755)
+
+
+def test_workdir_lock_in_process(tmp_path):
+    with Workdir(tmp_path / "run") as first:
+        first.open()
+        with pytest.raises(InputError, match=f"in use by another run \\(pid {os.getpid()} "):
+            Workdir(tmp_path / "run").open()
+    with Workdir(tmp_path / "run") as again:  # released on close
+        again.open()
+
+
+def test_second_trainer_on_a_busy_workdir_exits_2_naming_the_first(tmp_path):
+    workdir = tmp_path / "run"
+    long_run = ("--config.train.num_epochs=2000", "--config.checkpoint.every_steps=100000")
+    command = [sys.executable, "-m", "jaxsvr.main", f"--config={CONFIG}", f"--workdir={workdir}"]
+    first = subprocess.Popen(
+        [*command, *long_run],
+        cwd=ROOT,
+        env=cpu_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        lock = workdir / ".lock"
+        deadline = time.time() + 240
+        while time.time() < deadline and first.poll() is None:
+            if lock.is_file() and lock.read_text().strip():
+                break
+            time.sleep(0.05)
+        assert first.poll() is None, "the first trainer ended early"
+        second = main(workdir, *long_run)
+        assert first.poll() is None, "the first trainer ended before the second was refused"
+        line = one_error_line(second)
+        assert f"workdir {workdir} is in use by another run (pid {first.pid} " in line
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished runlocal run that exported its test similarity, under umask 027."""
+    workdir = tmp_path_factory.mktemp("finished") / "run"
+    r = main(workdir, "--config.eval.export_similarity=True", umask=0o027)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return workdir
+
+
+def test_exported_npy_files_follow_the_umask(finished):
+    for name in ("test_similarity.npy", "test_relevance.npy", "config.json", "vocab.json"):
+        assert (finished / name).stat().st_mode & 0o777 == 0o640, name
+    assert not list(finished.glob(".*.tmp"))
+
+
+def test_rerunning_a_finished_run_leaves_metrics_jsonl_as_it_was(finished, tmp_path):
+    workdir = tmp_path / "run"
+    shutil.copytree(finished, workdir)
+    before = (workdir / "metrics.jsonl").read_bytes()
+    r = main(workdir, "--config.eval.export_similarity=True")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (workdir / "metrics.jsonl").read_bytes() == before
+    final = json.loads((workdir / "metrics.json").read_text())
+    first = json.loads((finished / "metrics.json").read_text())
+    for key in ("ndcg_avg", "map_avg", "rsum", "step", "train_steps", "train_seconds"):
+        assert final[key] == first[key], key  # the training's own summary is kept
+
+
+def test_resume_over_non_utf8_bytes_in_metrics_jsonl(finished, tmp_path):
+    workdir = tmp_path / "run"
+    shutil.copytree(finished, workdir)
+    steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir())
+    shutil.rmtree(workdir / "checkpoints" / str(steps[-1]))  # resume from the one before
+    with (workdir / "metrics.jsonl").open("ab") as f:
+        f.write(b'{"step": 3, "train/loss": \xff\xfe\x80}\n\xc3\x28 torn')
+    r = main(workdir, "--config.eval.export_similarity=True")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"resumed from {workdir / 'checkpoints'} at step {steps[-2]}" in r.stderr
+    assert "dropping 2 unreadable line(s)" in r.stderr
+    assert [row["step"] for row in jsonl(workdir)] == [row["step"] for row in jsonl(finished)]
+    assert train_losses(workdir) == train_losses(finished)
