@@ -25,9 +25,19 @@ unmatched reference word that matches (NLTK 3.10 rewrote the stages with positio
 for CVE-2026-12929 and kept this order); the stem stage compares stems, and the synonym
 stage compares the synonyms of the hypothesis *stems* with the reference *stems*, since
 NLTK hands the stemmed leftovers of stage 2 to stage 3. METEOR's scoring has changed
-across NLTK releases (string inputs before 3.6.6, the matching order in 3.10): the
-figures here are for the NLTK version `nltk_version()` reports, and the tests compare
-against whatever NLTK is installed.
+across NLTK releases (string inputs up to 3.6.4; matches of the stem stage counted twice up
+to 3.6.2, nltk/nltk#2751; the matching order in 3.10): the figures here are for the NLTK
+version `nltk_version()` reports, and the tests compare against whatever NLTK is
+installed. On the same tokens they equal NLTK 3.6.4's (max |diff| 0 on 768 400 EK-100
+pairs).
+
+Tokens, one rule: METEOR compares token lists. A caption given as a str is tokenised by
+`captions.tokenize` (spaCy's tokenizer, lowercased, punctuation and whitespace tokens
+dropped), which is what the CLI and the trainer pass (`captions.parse(...).tokens`), so
+`meteor_matrix(texts, texts)` equals their matrices. A caption given as a sequence of str
+is the caller's tokenisation, only lowercased (NLTK's `preprocess`). The SVR authors'
+script passed raw strings to NLTK 3.6.2, which split them on whitespace, punctuation
+attached ("knife." != "knife"); see docs/proxies.md for the effect.
 """
 
 from __future__ import annotations
@@ -129,25 +139,31 @@ def single(reference: Prepared, hypothesis: Prepared) -> float:
 
 
 def meteor_matrix(
-    references: Sequence[Sequence[str]],
-    hypotheses: Sequence[Sequence[str]],
+    references: Sequence[str | Sequence[str]],
+    hypotheses: Sequence[str | Sequence[str]],
     *,
     wordnet,
     ref_groups: Sequence[int] | np.ndarray | None = None,
     workers: int = 2,
+    pipeline: str | None = None,
 ) -> np.ndarray:
-    """METEOR of every (reference, hypothesis) pair of token lists.
+    """METEOR of every (reference, hypothesis) pair of captions.
 
     Args:
-      references, hypotheses: tokenised captions (lists of str).
+      references, hypotheses: captions, each a str (tokenised by `captions.tokenize`: the
+        CLI's rule, punctuation dropped) or a sequence of str tokens (used as given,
+        lowercased).
       wordnet: NLTK WordNet reader (`jaxsvr.relevance.wordnet.load()`).
       ref_groups: optional group (video) index per reference: the result then has one row
         per group, the max over its references (NLTK's multi-reference `meteor_score`).
       workers: processes for the alignments (1: in this process).
+      pipeline: spaCy pipeline that tokenises str captions (default: `captions`').
 
     Returns:
       float64 [len(references) or groups, len(hypotheses)].
     """
+    references = _tokens(references, pipeline)
+    hypotheses = _tokens(hypotheses, pipeline)
     ref_keys, ref_inv = _distinct(references)
     hyp_keys, hyp_inv = _distinct(hypotheses)
     prepared = prepare(ref_keys + hyp_keys, wordnet)
@@ -177,6 +193,19 @@ def meteor_matrix(
         part = slice(start, start + 1024)
         np.maximum.at(out, groups[part], small[ref_inv[part]])
     return out[:, hyp_inv]
+
+
+def _tokens(captions, pipeline: str | None) -> list[Sequence[str]]:
+    """Captions with every str replaced by its tokens (`captions.tokenize`)."""
+    captions = list(captions)  # may be an iterator: read it once
+    texts = [c for c in captions if isinstance(c, str)]
+    if not texts:
+        return captions
+    from jaxsvr.relevance import captions as captions_lib
+
+    pipeline = pipeline or captions_lib.DEFAULT_PIPELINE
+    tokens = dict(zip(texts, captions_lib.tokenize(texts, pipeline)))
+    return [tokens[c] if isinstance(c, str) else c for c in captions]
 
 
 def _distinct(captions: Sequence[Sequence[str]]) -> tuple[list[tuple[str, ...]], np.ndarray]:

@@ -8,12 +8,18 @@ captions for the columns (default: the rows), and return float32 [rows, columns]
 - `pos`: sum_p alpha_p IoU(words of the rows tagged p, ... of the columns), over verbs and
   nouns, alpha = (0.5, 0.5) by default (the paper's PoS proxy).
 - `syn`: the same over class sets: each verb / noun lemma becomes a class id, either from
-  EPIC-style class CSVs (`ClassMap.from_vocabs`; a class's `instances` are synonyms, and
-  words in no class become new singleton classes, as the paper does for YouCook2) or from
-  WordNet with the Lesk algorithm (`ClassMap.lesk`: the synset NLTK's `lesk` picks in the
-  caption's context; words without a synset stay themselves).
-- `met`: METEOR of the two token lists (`jaxsvr.relevance.meteor`, equal to NLTK's
-  `meteor_score`; rows are references, columns hypotheses, so not symmetric).
+  EPIC-style class CSVs (`ClassMap.from_vocabs`; a class's `instances` are synonyms,
+  multi-word instances also count by an unambiguous first word that, for nouns, is no
+  verb-class word, and words in no class become new singleton classes, as the paper does
+  for YouCook2) or from WordNet with the Lesk algorithm (`ClassMap.lesk`: the synset
+  NLTK's `lesk` picks in the caption's context; words without a synset stay themselves).
+- `met`: METEOR of the two captions' `tokens` (`captions.tokenize`: spaCy tokens,
+  lowercased, punctuation dropped; `jaxsvr.relevance.meteor`, equal to NLTK's
+  `meteor_score` on those tokens; rows are references, columns hypotheses, so not
+  symmetric).
+
+How these depart from the SVR authors' scripts, and what each departure changes:
+docs/proxies.md.
 
 IoU follows `classes.iou_table`: two empty sets score 0. BoW, PoS and SYN are symmetric.
 
@@ -125,12 +131,22 @@ class ClassMap:
     def from_vocabs(cls, verbs: ClassVocab, nouns: ClassVocab) -> ClassMap:
         """Classes from EPIC-style CSVs: every instance (and key) maps to its class id.
 
-        Instances of several words (EPIC's "pick-up", "food:scoop") also map by their
-        first part, the word spaCy's lemma of a caption gives ("pick", "food"), when that
-        part is not an instance or key itself and all instances starting with it belong to
-        one class ("piece" of piece:sponge and piece:chicken maps to none: it stays a word).
+        Instances of several words (EPIC's "pick-up", "bone:chicken") also map by their
+        first word, the one spaCy's lemma of a caption gives ("pick" -> take, "bone" ->
+        chicken), when that word is not an instance or key itself and (the first-word
+        rule):
+
+        - it is unambiguous: every instance starting with it belongs to one class
+          ("piece" of piece:sponge and piece:chicken maps to none: it stays a word);
+        - for nouns, it is not a word the verb classes list (a key or instance): such a
+          first word is mostly a verb spaCy mis-tagged as a noun in terse narrations, not
+          the rare noun sense the instance meant ("cut" of cut:cold, "turn" of turn:sponge,
+          "layer", "sort", "back", "fry", ... stay words, not salami, sponge, onion ...).
+
+        See `first_word_classes` and docs/proxies.md.
         """
-        return cls(_word_classes(verbs), _word_classes(nouns))
+        verb_words = frozenset(verbs.synonyms())
+        return cls(_word_classes(verbs), _word_classes(nouns, not_first_words=verb_words))
 
     @classmethod
     def lesk(cls, wordnet) -> ClassMap:
@@ -163,16 +179,30 @@ class ClassMap:
         return out
 
 
-def _word_classes(vocab: ClassVocab) -> dict[str, int]:
-    table = vocab.synonyms()
+def first_word_classes(
+    vocab: ClassVocab, not_first_words: frozenset[str] = frozenset()
+) -> dict[str, int]:
+    """The first-word rule of `ClassMap.from_vocabs`: first word -> class id.
+
+    Only words that are no key or instance themselves, that start instances of a single
+    class, and that are not in `not_first_words` (for nouns: the verb classes' words).
+    """
+    exact = vocab.synonyms()
     heads: dict[str, set[int]] = {}
     for cid, (key, instances) in enumerate(zip(vocab.key, vocab.instances)):
         for name in (key, *instances):
             heads.setdefault(name.replace(":", "-").split("-")[0], set()).add(cid)
-    for head, classes in heads.items():
-        if len(classes) == 1:  # "piece" of piece:sponge, piece:chicken, ... stays a word
-            table.setdefault(head, next(iter(classes)))
-    return table
+    return {
+        head: next(iter(classes))
+        for head, classes in heads.items()
+        if len(classes) == 1 and head not in exact and head not in not_first_words
+    }
+
+
+def _word_classes(
+    vocab: ClassVocab, not_first_words: frozenset[str] = frozenset()
+) -> dict[str, int]:
+    return {**first_word_classes(vocab, not_first_words), **vocab.synonyms()}
 
 
 def _identity(parsed: Parsed, field: str) -> list[tuple[str, ...]]:

@@ -1,4 +1,5 @@
-"""Fast METEOR equals NLTK's `meteor_score` (to 1e-9) on real and stress captions."""
+"""Fast METEOR equals NLTK's `meteor_score` (to 1e-9) on real and stress captions; one
+tokenisation rule for strings, the proxies and the CLI."""
 
 import numpy as np
 import pytest
@@ -95,3 +96,38 @@ def test_met_proxy_float32(stress_tokens, wordnet_reader):
     assert rel.dtype == np.float32 and rel.shape == (4, 4)
     assert 0.99 < rel[0, 0] < 1.0  # identical: fmean 1, a small one-chunk penalty
     assert meteor.nltk_version()
+
+
+PUNCTUATED = ["Cut the onion.", "chop onion, then cut", "rinse the knife's blade", "knife."]
+
+
+def test_strings_take_the_cli_tokens(wordnet_reader, tmp_path):
+    """Strings are tokenised like the CLI's captions (spaCy, punctuation dropped): the
+    library, the met proxy and `python -m jaxsvr.relevance proxy --proxy met` agree."""
+    tokens = captions.tokenize(PUNCTUATED)
+    assert tokens == captions.parse(PUNCTUATED).tokens
+    assert tokens[0] == ("cut", "the", "onion") and tokens[3] == ("knife",)
+    got = meteor.meteor_matrix(PUNCTUATED, PUNCTUATED, wordnet=wordnet_reader, workers=1)
+    want = [[_nltk(r, h, wordnet_reader) for h in tokens] for r in tokens]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    mixed = meteor.meteor_matrix(PUNCTUATED, tokens, wordnet=wordnet_reader, workers=1)
+    np.testing.assert_array_equal(mixed, got)  # a str and its tokens are the same caption
+    assert got[3, 2] > 0  # "knife." matches the "knife" of "knife's": punctuation is dropped
+    from jaxsvr.relevance import __main__ as relevance_cli
+
+    csv = tmp_path / "c.csv"
+    csv.write_text("caption\n" + "".join(f'"{c}"\n' for c in PUNCTUATED))
+    out = tmp_path / "met.npy"
+    argv = ["proxy", "--proxy", "met", "--captions", csv, "--columns", csv, "--out", out]
+    assert relevance_cli.main([str(a) for a in [*argv, "--workers", "1"]]) == 0
+    np.testing.assert_array_equal(np.load(out), got.astype(np.float32))
+
+
+def test_token_lists_are_the_callers(wordnet_reader):
+    """A token list is used as given (lowercased): whitespace-split tokens keep the
+    punctuation the SVR authors' NLTK 3.6.2 strings kept."""
+    split = [c.split() for c in PUNCTUATED]
+    got = meteor.meteor_matrix(split, split, wordnet=wordnet_reader, workers=1)
+    want = [[_nltk(r, h, wordnet_reader) for h in split] for r in split]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert got[3, 2] == 0.0  # "knife." vs "knife's" do not match

@@ -1,5 +1,6 @@
 """Caption proxies (BoW, PoS, SYN) against plain-loop references, the paper's example,
-edge cases, multi-caption videos, and the EK-100 test sentences."""
+edge cases, multi-caption videos, the EPIC first-word rule, the parser's effect on tags,
+and the EK-100 test sentences."""
 
 import numpy as np
 import pytest
@@ -29,10 +30,15 @@ def _parsed(rows):
 
 
 @pytest.fixture(scope="module")
-def epic_classes(epic_dir):
+def epic_vocabs(epic_dir):
     verbs = epic100.read_classes(epic_dir / "EPIC_100_verb_classes.csv")
     nouns = epic100.read_classes(epic_dir / "EPIC_100_noun_classes.csv")
-    return proxies.ClassMap.from_vocabs(verbs, nouns)
+    return verbs, nouns
+
+
+@pytest.fixture(scope="module")
+def epic_classes(epic_vocabs):
+    return proxies.ClassMap.from_vocabs(*epic_vocabs)
 
 
 def test_parse_words_verbs_nouns():
@@ -109,6 +115,65 @@ def test_syn_maps_instances_and_new_words(epic_classes):
     assert rel[0, 1] == 1.0
     assert rel[1, 2] == 0.5 and rel[2, 3] == 0.5
     np.testing.assert_array_equal(rel, rel.T)
+
+
+def test_first_word_rule_skips_verb_words(epic_vocabs, epic_classes):
+    """'cut' (of cut:cold), 'layer', 'turn', 'sort' are verb-class words: as nouns they
+    stay words instead of becoming salami / onion / sponge / broccoli."""
+    verbs, nouns = epic_vocabs
+    cls = {key: c for c, key in enumerate(nouns.key)}
+    for word, instance, key in [
+        ("cut", "cut:cold", "salami"),
+        ("layer", "layer:onion", "onion"),
+        ("turn", "turn:sponge", "sponge"),
+        ("sort", "sort:broccoli", "broccoli"),
+    ]:
+        assert instance in nouns.instances[cls[key]]  # the instance that made the mapping
+        assert word in verbs.synonyms()
+        assert word not in epic_classes.noun
+        assert proxies.first_word_classes(nouns)[word] == cls[key]  # the rule alone would
+    # Legitimate first-word mappings stay: unambiguous, no verb-class word.
+    assert epic_classes.noun["yolk"] == cls["egg"]  # yolk:egg
+    assert epic_classes.noun["thigh"] == cls["chicken"]  # thigh:chicken
+    assert epic_classes.noun["fillet"] == cls["salmon"]  # fillet:salmon
+    assert epic_classes.verb["pick"] == verbs.key.index("take")  # pick-up
+    assert "piece" not in epic_classes.noun  # piece:sponge, piece:chicken: ambiguous
+    assert epic_classes.noun["cut:cold"] == cls["salami"]  # exact instances are untouched
+    p = _parsed([(["cut"], ["cut"], []), (["slice"], ["salami"], [])])
+    # verbs: cut and slice are one class; nouns: the word "cut" is not salami
+    assert proxies.syn(p, classes=epic_classes)[0, 1] == 0.5
+
+
+def test_first_word_rule_on_a_small_vocab():
+    vocab = epic100.ClassVocab(
+        key=["tap", "sponge", "chicken"],
+        instances=[
+            ("tap", "flow:tap"),
+            ("sponge", "turn:sponge", "piece:sponge"),
+            ("chicken", "piece:chicken", "thigh:chicken"),
+        ],
+        category=["", "", ""],
+    )
+    assert proxies.first_word_classes(vocab) == {"flow": 0, "turn": 1, "thigh": 2}
+    assert proxies.first_word_classes(vocab, frozenset({"turn", "flow"})) == {"thigh": 2}
+
+
+def test_parse_keeps_the_parser_for_tags():
+    """13 attribute-ruler rules read dependency labels: with the parser, 'get' in 'get
+    chopping board' is AUX (as in the full pipeline), not a verb."""
+    from jaxsvr.data import text
+
+    full = text.spacy_pipeline(captions.DEFAULT_PIPELINE)  # every component
+    sentences = ["get chopping board", "get knife from drawer", "wait for water to boil"]
+    docs = list(full.pipe(sentences))
+    assert [t.pos_ for t in docs[0]][0] == "AUX" and docs[0][0].dep_ == "aux"
+    p = captions.parse(sentences)
+    for doc, verbs, nouns in zip(docs, p.verbs, p.nouns):
+        assert verbs == tuple(t.lemma_.lower() for t in doc if t.pos_ == "VERB")
+        assert nouns == tuple(t.lemma_.lower() for t in doc if t.pos_ in captions.NOUN_TAGS)
+    assert "get" not in p.verbs[0] and p.verbs[1] == ("get",)
+    tagger_only = text.spacy_pipeline(captions.DEFAULT_PIPELINE, exclude=("parser", "ner"))
+    assert next(iter(tagger_only("get chopping board"))).pos_ == "VERB"  # what it fixes
 
 
 def test_syn_lesk_uses_wordnet_senses(wordnet_reader):
