@@ -7,10 +7,12 @@ Every CLI body runs inside `run`: an `InputError` (or a missing file) becomes a 
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -31,6 +33,15 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
             message = f"cannot read {e.filename}: {e.strerror}"
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with its usage errors as one `error: ...` line (the usage is left to
+    --help) and exit code 2, like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:

@@ -27,7 +27,7 @@ from jaxsvr.evaluation import metrics
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = cli.ArgumentParser(
         prog="python -m jaxsvr.evaluate", description=__doc__.split("\n")[0]
     )
     p.add_argument(

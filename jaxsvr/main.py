@@ -31,8 +31,6 @@ EXIT_DIVERGED, EXIT_BAD_INPUT = 1, 2
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     logging.getLogger().setLevel(logging.INFO)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_quiet_orbax)
@@ -76,7 +74,8 @@ def _parse_flags(argv: list[str]) -> list[str]:
     try:
         rest = flags.FLAGS(argv)
         _CONFIG.value.job  # noqa: B018 (a config file that failed to load raises OSError here)
-        return rest
+    except SystemExit:
+        raise
     except OSError as e:  # ml_collections defers this error until the config is read
         reason = str(e).strip().splitlines()[-1].split("failure to load: ")[-1].strip()
         reason = re.sub(r"^\[Errno \d+\] (.*?)(: '.*')?$", r"\1", reason)
@@ -101,6 +100,22 @@ def _parse_flags(argv: list[str]) -> list[str]:
             message = f"unknown config key {message}"
         print(f"error: {' '.join(message.split())}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+    except Exception as e:  # anything else the config file raised: SyntaxError, its own
+        last = (str(e).strip().splitlines() or [""])[-1]
+        print(
+            f"error: the --config file {_config_path(argv)!r} failed: {type(e).__name__}: "
+            f"{last}; fix the file (it must define get_config(arg) returning a ConfigDict)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_BAD_INPUT)
+    if len(rest) > 1:
+        print(
+            f"error: unexpected arguments {' '.join(rest[1:])!r}: give flags only, as "
+            "--config=FILE --workdir=DIR [--config.KEY=VALUE ...]",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_BAD_INPUT)
+    return rest
 
 
 def _config_path(argv: list[str]) -> str:

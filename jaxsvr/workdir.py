@@ -4,7 +4,8 @@ files written into it whole with the usual permissions.
 - `check(path)`: a pure check, before data is loaded: the path is not empty, is a folder
   or can become one (not a file, not under a file), and accepts new files. Nothing is
   created; a failing check is one `InputError` line, so a rejected run leaves the
-  filesystem as it found it.
+  filesystem as it found it. In an existing folder, the entries a run keeps there
+  (`checkpoints/`, `best/`, `metrics.jsonl`, ...: `ENTRIES`) must be of their kind.
 - `Workdir.open()`: called once every check passed, just before the first write: creates
   the folder and takes an exclusive `flock` on `WORKDIR/.lock`, which holds the pid and host
   of the run. A second run on the same folder stops with an `InputError` naming that pid.
@@ -69,7 +70,38 @@ def check(path: str | os.PathLike | None) -> Path:
             f"workdir {path} is not writable{where}: {e.strerror or e}; fix its permissions "
             "or pick another --workdir"
         ) from None
+    if existing == path:
+        _check_entries(path)
     return path
+
+
+# What a run keeps in its folder, and whether each is a folder (True) or a file (False).
+ENTRIES = {
+    "checkpoints": True,
+    "best": True,
+    "unusable": True,
+    "tensorboard": True,
+    "metrics.jsonl": False,
+    "metrics.json": False,
+    "config.json": False,
+    "vocab.json": False,
+    ".lock": False,
+}
+
+
+def _check_entries(path: Path) -> None:
+    """A run's own entries in an existing workdir must be of their kind (a `checkpoints`
+    file or a `metrics.jsonl` folder would fail the run midway, after it wrote)."""
+    for name, folder in ENTRIES.items():
+        entry = path / name
+        if os.path.lexists(entry) and entry.is_dir() != folder:
+            want, got = ("folder", "file") if folder else ("file", "folder")
+            if not entry.exists():
+                got = "broken symbolic link"
+            raise InputError(
+                f"workdir {path}: {name} is a {got}, where a run keeps a {want}: move it "
+                "away or pick another --workdir"
+            )
 
 
 class Workdir:

@@ -8,7 +8,9 @@ as a user runs them) and the readers (in-process, `InputError` with a one-line m
   .npz under a .npy name, values beyond the float32 range, truncated or corrupt files;
 - tables (`jaxsvr.data.tables`): non-UTF-8 bytes, oversized fields, unclosed quotes,
   class ids out of range, header-only files, repeated ids, bad JSON;
-- the proxy CLI: `--weights` that are NaN, negative, all zero or sum above 1.
+- the proxy CLI: `--weights` that are NaN, negative, all zero or sum above 1;
+- usage errors (argparse's, extra arguments), config files that fail to load, and a
+  workdir whose own entries (`checkpoints`, `metrics.jsonl`, ...) are of the wrong kind.
 
 Each case names the text its error line must contain (file, row, column where there is
 one), so a case cannot pass by failing for another reason.
@@ -437,6 +439,38 @@ CASES = [
         "--config.data.format=youcook2",
         "--config.data.annotations={d}/yc2.json",
     ),
+    # usage errors: one line, not argparse's usage block
+    ev("eval-threshold-not-a-number", {}, ("--threshold", "'abc'"), more=("--threshold", "abc")),
+    px("proxy-weights-one-value", {}, ("--weights", "expected 2"), more=("--weights", "0.5")),
+    Case("epic100-no-clips", "epic100", ("--out", "{d}/out/rel.npy"), {"out": DIR}, ("--clips",)),
+    mn("main-extra-argument", {}, ("unexpected arguments", "'extra'"), "extra"),
+    # config files that fail when loaded
+    Case(
+        "main-config-syntax-error",
+        "main_bare",
+        ("--config={d}/c.py", "--workdir={d}/work"),
+        {"c.py": "this is not python(\n"},
+        ("c.py", "SyntaxError"),
+    ),
+    Case(
+        "main-config-raises-on-import",
+        "main_bare",
+        ("--config={d}/c.py", "--workdir={d}/work"),
+        {"c.py": "raise RuntimeError('boom')\n"},
+        ("c.py", "RuntimeError: boom"),
+    ),
+    Case(
+        "main-config-get-config-raises",
+        "main_bare",
+        ("--config={d}/c.py:x", "--workdir={d}/work"),
+        {"c.py": "def get_config(arg=None):\n    return 1 / 0\n"},
+        ("c.py", "ZeroDivisionError"),
+    ),
+    # a run's own workdir entries of the wrong kind (found before anything is written)
+    mn("main-workdir-checkpoints-file", {"work/checkpoints": "x"}, ("checkpoints is a file",)),
+    mn("main-workdir-best-file", {"work/best": "x"}, ("best is a file",)),
+    mn("main-workdir-unusable-file", {"work/unusable": "x"}, ("unusable is a file",)),
+    mn("main-workdir-metrics-folder", {"work/metrics.jsonl": DIR}, ("metrics.jsonl is a folder",)),
 ]
 
 
@@ -466,6 +500,7 @@ COMMANDS = {
     "epic100": ["-m", "jaxsvr.relevance", "epic100"],
     "proxy": ["-m", "jaxsvr.relevance", "proxy"],
     "main": ["-m", "jaxsvr.main", "--config=configs/epic_jpose.py:runlocal"],
+    "main_bare": ["-m", "jaxsvr.main"],
 }
 
 
@@ -495,7 +530,7 @@ def test_cli_bad_input(case: Case, tmp_path):
     assert len(errors) == 1, r.stderr[-3000:]
     for want in case.says:
         assert want.replace("{d}", str(tmp_path)) in errors[0], errors[0]
-    if case.command != "main":  # absl logs to stderr; the CLIs print nothing else
+    if not case.command.startswith("main"):  # absl logs to stderr; the CLIs print nothing else
         assert r.stderr.strip() == errors[0], r.stderr
         assert r.stdout == ""
     assert _tree(tmp_path) == before  # no output, no temporary file, no workdir change

@@ -145,11 +145,10 @@ def write(obj: dict, path: str | Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
+    from jaxsvr import cli
     from jaxsvr.data import epic100
 
-    p = argparse.ArgumentParser(
+    p = cli.ArgumentParser(
         prog="python -m jaxsvr.data.youcook2", description=from_clips.__doc__.splitlines()[0]
     )
     p.add_argument("--epic", required=True, help="EPIC-KITCHENS-100 annotation folder")
