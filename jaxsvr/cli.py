@@ -49,7 +49,8 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
     with the mode a new file gets from `open()` (`jaxsvr.workdir.atomic_write`)."""
     path = Path(path)
     if path.parent and not path.parent.is_dir():
-        raise InputError(f"output folder {path.parent} does not exist: create it first")
+        state = "is a file" if path.parent.exists() else "does not exist"
+        raise InputError(f"output folder {path.parent} {state}: name an existing folder")
     if path.is_dir():
         raise InputError(f"output {path} is a folder: name a .npy file to write")
     try:  # the usual file mode (0666 minus the umask), not mkstemp's 0600

@@ -194,7 +194,8 @@ def _epic_or_builtin(data):
         root = Path(data.annotations)
         if not root.is_dir():
             raise InputError(
-                f"annotation folder {root} not found (config.data.annotations): point it at "
+                f"annotation folder {root} {'is a file' if root.exists() else 'not found'} "
+                "(config.data.annotations): point it at "
                 "the EPIC-KITCHENS-100 CSVs, or set it to '' for the built-in synthetic data"
             )
         logging.info("data: EPIC-KITCHENS-100 annotations from %s", root)

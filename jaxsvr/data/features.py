@@ -123,7 +123,8 @@ def find_split_features(
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise InputError(f"features folder {folder} not found: set {config_key} to it")
+        state = "is a file, not a folder" if folder.exists() else "not found"
+        raise InputError(f"features folder {folder} {state}: set {config_key} to the folder")
     names = (f"{split}.npy", f"{split}.npz", public_pickle_name(split))
     for name in names:
         if (folder / name).is_file():
