@@ -4,11 +4,16 @@
 (data sizes, batch size, steps and epochs, log / eval / checkpoint cadences, keep counts,
 prefetch depth, learning rate and the other optimiser numbers, thresholds, model sizes) is
 checked against its range, and the names that would otherwise fail only once training has
-begun (evaluation backend, `checkpoint.best_metric`) against their choices. A bad value is
-one `InputError` line naming the key, the value and the accepted range.
+begun (evaluation backend, `checkpoint.best_metric`, the relevance proxy) against their
+choices. Every float anywhere in the config (also inside tuples) must be finite, every
+`seed` / `*_seed` an integer in [0, 2**32 - 1], loss temperatures > 0 and margins >= 0, the
+relevance weights valid alphas (`proxies.check_weights`), and attention widths divisible by
+their head counts. A bad value is one `InputError` line naming the key, the value and the
+accepted range.
 
 `check_data(config, data, text_fields)` holds the checks that need the loaded data (train
-and test inputs of the same width); the trainer runs it before it writes anything.
+and test inputs of the same width, float inputs at least 1 wide); the trainer runs it
+before it writes anything.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import numpy as np
 
 from jaxsvr import optim
 from jaxsvr.errors import InputError
+from jaxsvr.relevance import proxies
 
 POSITIVES = ("class", "narration")  # config.eval.positives
 BACKENDS = ("auto", "numpy", "jax")  # config.eval.backend
@@ -52,26 +58,32 @@ class Range:
 
     def __str__(self) -> str:
         kind = "an integer" if self.integer else "a finite number"
+        low, high = (
+            f"{int(x)}" if self.integer and math.isfinite(x) else f"{x:g}"
+            for x in (self.low, self.high)
+        )
         if self.high == math.inf:
-            return f"{kind} {'>' if self.open_low else '>='} {self.low:g}"
+            return f"{kind} {'>' if self.open_low else '>='} {low}"
         left, right = "(" if self.open_low else "[", ")" if self.open_high else "]"
-        return f"{kind} in {left}{self.low:g}, {self.high:g}{right}"
+        return f"{kind} in {left}{low}, {high}{right}"
 
 
 COUNT = Range(1, integer=True)  # sizes, cadences, keep counts
-NON_NEGATIVE_INT = Range(0, integer=True)  # seeds, optional step counts
+NON_NEGATIVE_INT = Range(0, integer=True)  # optional step counts
+SEED = Range(0, 2**32 - 1, integer=True)  # jax.random.key and NumPy take 32-bit seeds
 POSITIVE = Range(0, open_low=True)
 NON_NEGATIVE = Range(0)
 FRACTION = Range(0, 1)
 
 # Every number the trainer reads, with its accepted values.
 NUMBERS: dict[str, Range] = {
-    "seed": NON_NEGATIVE_INT,  # NumPy generators refuse negative seeds
+    "seed": SEED,  # NumPy generators refuse negative seeds; every *seed key is checked too
     "data.num_videos": COUNT,
     "data.test_videos": COUNT,
     "data.clips_per_video": COUNT,
-    "data.seed": NON_NEGATIVE_INT,
-    "data.feature_seed": NON_NEGATIVE_INT,
+    "data.seed": SEED,
+    "data.feature_seed": SEED,
+    "data.relevance.rho": Range(0, 1, open_low=True),
     "data.segments": NON_NEGATIVE_INT,
     "data.min_word_count": COUNT,
     "data.max_caption_len": COUNT,
@@ -110,7 +122,23 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "train.gather": GATHERS,
     "optimizer.name": optim.NAMES,
     "optimizer.schedule": optim.SCHEDULES,
+    "data.relevance.proxy": ("class", *proxies.NAMES),
 }
+# Keywords of the losses (`config.loss.fixed_margin`, `config.loss.<batch loss>.<name>`):
+# temperatures divide the similarities, hinge margins below 0 ask for nothing, `tau` is a
+# relevance threshold (0 leaves no negatives), alpha / beta of Multi-Similarity divide.
+LOSS_KEYWORDS: dict[str, Range] = {
+    "temperature": POSITIVE,
+    "margin": NON_NEGATIVE,
+    "margin_pos": NON_NEGATIVE,
+    "margin_neg": NON_NEGATIVE,
+    "fixed_margin": NON_NEGATIVE,
+    "tau": Range(0, 1, open_low=True),
+    "alpha": POSITIVE,
+    "beta": POSITIVE,
+}
+# Attention heads of the models and the width they split: (heads key, width key).
+HEADS = (("video_heads", "embed_dim"), ("text_heads", "embed_dim"))
 
 
 def check_train(config: ml_collections.ConfigDict) -> None:
@@ -119,6 +147,7 @@ def check_train(config: ml_collections.ConfigDict) -> None:
     Args:
       config: a training config (`jaxsvr.configs.base()` and its variants).
     """
+    _check_finite_and_seeds(config)
     for key, allowed in NUMBERS.items():
         value = _get(config, key)
         if value not in allowed:
@@ -136,6 +165,8 @@ def check_train(config: ml_collections.ConfigDict) -> None:
         value = _get(config, key)
         if value not in choices:
             raise InputError(f"unknown config.{key} {value!r}: use one of {choices}")
+    proxies.check_weights(_get(config, "data.relevance.weights"), "config.data.relevance.weights")
+    _check_loss(config.loss)
     if config.mesh.data != -1 and config.mesh.data not in COUNT:
         raise InputError(
             f"config.mesh.data = {config.mesh.data!r}: use -1 (every device) or a number of "
@@ -150,6 +181,44 @@ def check_train(config: ml_collections.ConfigDict) -> None:
                 f"config.checkpoint.best_metric = {best!r} is not a test metric where higher "
                 f"is better: use one of {', '.join(names)}, or '' for no best checkpoint"
             )
+
+
+def _check_finite_and_seeds(config: ml_collections.ConfigDict, prefix: str = "") -> None:
+    """Every float of the config (also inside tuples and lists) is finite, and every key
+    named `seed` or `*_seed` is an integer in [0, 2**32 - 1]."""
+    for name, value in config.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, ml_collections.ConfigDict):
+            _check_finite_and_seeds(value, f"{key}.")
+            continue
+        if name == "seed" or name.endswith("_seed"):
+            if value not in SEED:
+                raise InputError(
+                    f"config.{key} = {value!r} is out of range: use {SEED} (--config.{key}=...)"
+                )
+        items = value if isinstance(value, tuple | list) else (value,)
+        for item in items:
+            if isinstance(item, float) and not math.isfinite(item):
+                raise InputError(
+                    f"config.{key} = {value!r} is not finite: use finite numbers "
+                    f"(--config.{key}=...)"
+                )
+
+
+def _check_loss(loss: ml_collections.ConfigDict) -> None:
+    """Loss keywords (LOSS_KEYWORDS) of `config.loss` and of every batch loss section."""
+    sections = [("loss", {"fixed_margin": loss.fixed_margin})]
+    sections += [
+        (f"loss.{n}", v) for n, v in loss.items() if isinstance(v, ml_collections.ConfigDict)
+    ]
+    for where, section in sections:
+        for name, value in section.items():
+            allowed = LOSS_KEYWORDS.get(name)
+            if allowed is not None and value not in allowed:
+                raise InputError(
+                    f"config.{where}.{name} = {value!r} is out of range: use {allowed} "
+                    f"(--config.{where}.{name}=...)"
+                )
 
 
 def _check_model(model: ml_collections.ConfigDict) -> None:
@@ -168,6 +237,14 @@ def _check_model(model: ml_collections.ConfigDict) -> None:
             raise InputError(
                 f"config.model.{name} = {value!r} is out of range: use {allowed} "
                 f"(--config.model.{name}=...)"
+            )
+    for heads, width in HEADS:
+        if heads in model and width in model and model[width] % model[heads]:
+            raise InputError(
+                f"config.model.{width} = {model[width]} is not divisible by "
+                f"config.model.{heads} = {model[heads]}: attention splits the width evenly "
+                f"among the heads; use a head count dividing {model[width]} "
+                f"(--config.model.{heads}=...)"
             )
 
 
@@ -201,6 +278,11 @@ def check_data(config: ml_collections.ConfigDict, data, text_fields: tuple[str, 
     pairs = [("video features", data.train.video, data.test.video)]
     pairs += [(f"text input {f!r}", data.train.text[f], data.test.text[f]) for f in text_fields]
     for what, train, test in pairs:
+        if np.issubdtype(train.dtype, np.floating) and train.ndim >= 2 and not train.shape[-1]:
+            raise InputError(
+                f"train {what} are {_shape(train)} per row (config.data.features: {source}): "
+                "features need a width of at least 1"
+            )
         if train.shape[1:] != test.shape[1:]:
             raise InputError(
                 f"train {what} are {_shape(train)} per row but test ones {_shape(test)} "

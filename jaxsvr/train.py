@@ -326,8 +326,10 @@ def _drain(pending: list, last_saved: int | None, vanished: _VanishedGradients) 
                 else "none yet"
             )
             raise TrainingDiverged(
-                f"{what}; last good checkpoint: {where}. Lower config.optimizer.lr (or "
-                "momentum, or set grad_clip) or check the features"
+                f"{what}; last good checkpoint: {where}. Lower config.optimizer.lr (or a "
+                "non-zero momentum, keeping it above 0) or check the features; changes "
+                "that reshape the optimizer state (grad_clip on or off, momentum to or from 0, "
+                "another optimizer) need a new workdir"
             )
         vanished.see(step, float(loss), float(m["grad_norm"]))
     return {k: float(np.mean([m[k] for _, m in host])) for k in host[0][1]}

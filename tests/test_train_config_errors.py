@@ -26,6 +26,8 @@ from jaxsvr.errors import InputError
 from jaxsvr.workdir import Workdir
 
 CONFIG = f"{ROOT}/configs/epic_jpose.py:runlocal"
+CONTRA = f"{ROOT}/configs/epic_contra.py:runlocal"
+POS = f"{ROOT}/configs/youcook2_mme.py:runlocal,proxy=pos"
 
 
 def main(workdir, *flags, config=CONFIG, cwd=ROOT, timeout=300, **popen):
@@ -89,6 +91,46 @@ BAD_VALUES = [
     ("embed_dim_0", ["--config.model.embed_dim=0"], "new", "model.embed_dim"),
     ("level_weight_negative", ["--config.loss.level_weights.verb=-1.0"], "new", "verb"),
     ("features_of_two_widths", ["FEATURES"], "existing", "48 per row but test ones 32"),
+    ("features_of_width_0", ["FEATURES_0"], "new", "width of at least 1"),
+    ("fixed_margin_nan", ["--config.loss.fixed_margin=nan"], "new", "loss.fixed_margin = nan"),
+    ("fixed_margin_inf", ["--config.loss.fixed_margin=inf"], "existing", "fixed_margin = inf"),
+    ("fixed_margin_negative", ["--config.loss.fixed_margin=-0.5"], "new", "fixed_margin"),
+    ("eval_threshold_inf", ["--config.eval.threshold=inf"], "new", "eval.threshold = inf"),
+    (
+        "temperature_0",
+        [f"CONFIG={CONTRA}", "--config.loss.cross_modal_nce.temperature=0.0"],
+        "new",
+        "loss.cross_modal_nce.temperature = 0.0",
+    ),
+    ("ran_tau_0", ["--config.loss.ran.tau=0.0"], "new", "loss.ran.tau"),
+    (
+        "relevance_weights_one",
+        [f"CONFIG={POS}", "--config.data.relevance.weights=(0.5,)"],
+        "new",
+        "data.relevance.weights 0.5: use two weights",
+    ),
+    (
+        "relevance_weights_negative",
+        [f"CONFIG={POS}", "--config.data.relevance.weights=(-0.5,1.0)"],
+        "existing",
+        "non-negative",
+    ),
+    (
+        "relevance_weights_sum_2",
+        [f"CONFIG={POS}", "--config.data.relevance.weights=(1.0,1.0)"],
+        "new",
+        "sum to 2 > 1",
+    ),
+    ("relevance_rho_0", [f"CONFIG={POS}", "--config.data.relevance.rho=0.0"], "new", "rho"),
+    ("relevance_proxy_unknown", ["--config.data.relevance.proxy=bleu"], "new", "'bleu'"),
+    ("seed_too_big", ["--config.seed=99999999999999999999"], "new", "[0, 4294967295]"),
+    ("data_seed_too_big", ["--config.data.seed=4294967296"], "new", "config.data.seed"),
+    (
+        "heads_not_dividing_width",
+        [f"CONFIG={CONTRA}", "--config.model.video_heads=3"],
+        "new",
+        "config.model.embed_dim = 32 is not divisible by config.model.video_heads = 3",
+    ),
     ("missing_config_file", ["CONFIG=configs/nope.py"], "new", "configs/nope.py"),
     ("workdir_empty", [], "empty", "--workdir is empty"),
     ("workdir_is_a_file", [], "file", "is a file"),
@@ -115,14 +157,15 @@ def test_bad_value_is_one_line_exit_2_and_changes_nothing(tmp_path, flags, where
     elif where == "unwritable":  # sysfs takes no new files, not even from root
         workdir = Path("/sys/jaxsvr_test_run")
     config = CONFIG
-    if flags == ["FEATURES"]:  # real features: train 48-d, test 32-d
+    if flags in (["FEATURES"], ["FEATURES_0"]):  # real features: train 48-d, test 32-d
+        width = (48, 32) if flags == ["FEATURES"] else (0, 0)  # or none at all
         feats = tmp_path / "features"
         feats.mkdir()
-        np.save(feats / "train.npy", np.ones((120, 48), np.float32))
-        np.save(feats / "test.npy", np.ones((60, 32), np.float32))
+        np.save(feats / "train.npy", np.ones((120, width[0]), np.float32))
+        np.save(feats / "test.npy", np.ones((60, width[1]), np.float32))
         flags = [f"--config.data.features={feats}"]
     elif flags and flags[0].startswith("CONFIG="):
-        config, flags = flags[0].removeprefix("CONFIG="), []
+        config, flags = flags[0].removeprefix("CONFIG="), flags[1:]
     before = tree(tmp_path)
 
     line = one_error_line(main(workdir, *flags, config=config, cwd=tmp_path))

@@ -41,9 +41,7 @@ from jaxsvr.relevance.classes import class_relevance
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m jaxsvr.relevance", description=__doc__.split("\n")[0]
-    )
+    p = cli.ArgumentParser(prog="python -m jaxsvr.relevance", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     e = sub.add_parser("epic100", help="EPIC class relevance: 1/2 IoU(verbs) + 1/2 IoU(nouns)")
     e.add_argument(
@@ -90,7 +88,7 @@ def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
     _check_class_flags(args)
     if not 0.0 < args.rho <= 1.0:
         raise InputError(f"--rho {args.rho}: use a fraction in (0, 1]")
-    _check_weights(args.weights)
+    proxies.check_weights(args.weights, "--weights")
     if args.workers < 1:
         raise InputError(f"--workers {args.workers}: use at least 1")
     classes = None
@@ -129,22 +127,6 @@ def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
 def _check_class_flags(args: argparse.Namespace) -> None:
     if (args.verb_classes is None) != (args.noun_classes is None):
         raise InputError("--verb-classes and --noun-classes go together: give both or neither")
-
-
-def _check_weights(weights) -> None:
-    """Alpha per part of speech: finite, non-negative, not all zero, summing to at most 1
-    (the paper's alphas sum to 1), so the PoS/SYN proxy stays in [0, 1]."""
-    w = np.asarray(weights, np.float64)
-    shown = " ".join(f"{x:g}" for x in w)
-    if not np.isfinite(w).all() or (w < 0).any():
-        raise InputError(f"--weights {shown}: use finite, non-negative weights, e.g. 0.5 0.5")
-    if not w.any():
-        raise InputError(f"--weights {shown}: at least one weight must be positive, e.g. 0.5 0.5")
-    if w.sum() > 1.0 + 1e-6:
-        raise InputError(
-            f"--weights {shown}: they sum to {w.sum():g} > 1, so relevance could exceed 1; "
-            "use weights summing to 1, e.g. 0.5 0.5"
-        )
 
 
 def _check_relevance(rel: np.ndarray, what: str) -> None:

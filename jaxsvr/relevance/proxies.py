@@ -228,6 +228,38 @@ def _class_sets(a_keys, b_keys) -> tuple[ClassSets, ClassSets]:
     return a, b
 
 
+def check_weights(weights, where: str) -> None:
+    """Raises InputError unless `weights` are the alphas of the PoS/SYN proxies: two
+    (verbs, nouns), finite, non-negative, not both zero, summing to at most 1 (the paper's
+    alphas sum to 1), so the proxy stays in [0, 1].
+
+    Args:
+      weights: the alphas, a sequence of numbers.
+      where: the flag or config key that set them, named in the message (e.g. `--weights`
+        or `config.data.relevance.weights`).
+    """
+    try:
+        w = np.asarray(weights, np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"{where} = {weights!r}: use two numbers (verbs, nouns), e.g. 0.5 0.5"
+        ) from None
+    shown = " ".join(f"{x:g}" for x in w) or "(none)"
+    if w.size != 2 or np.ndim(weights) != 1:
+        raise InputError(
+            f"{where} {shown}: use two weights (verbs, nouns), e.g. 0.5 0.5, not {w.size}"
+        )
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise InputError(f"{where} {shown}: use finite, non-negative weights, e.g. 0.5 0.5")
+    if not w.any():
+        raise InputError(f"{where} {shown}: at least one weight must be positive, e.g. 0.5 0.5")
+    if w.sum() > 1.0 + 1e-6:
+        raise InputError(
+            f"{where} {shown}: they sum to {w.sum():g} > 1, so relevance could exceed 1; "
+            "use weights summing to 1, e.g. 0.5 0.5"
+        )
+
+
 def compute(
     name: str,
     rows: Parsed,
