@@ -7,11 +7,17 @@ below 5%). Default: JPoSE (64 anchors x 10 triplets x 3 levels, 3072-d features)
       --max-steps 100
   python benchmarks/train_speed.py --config configs/epic_contra.py --max-steps 30 --log-every 5
   python benchmarks/train_speed.py --config configs/epic_contra.py --set matmul_precision=highest
+  python benchmarks/train_speed.py --host-gather-profile   # the host gather of one batch
 
 Each setting runs `python -m jaxsvr.main` in a fresh process for `--epochs` epochs and
 reads the steady-state rates from its metrics.jsonl (log intervals after the first, so
 compilation is left out). Settings: `train.gather = device` (default: features on the
 device, the step gathers rows) and `host` (a background thread gathers the rows).
+
+`--host-gather-profile` times, without training, what `train.gather=host` does per step
+for JPoSE: gather the batch's feature rows (64 anchors x 61 rows of the EPIC train
+table, 3072-d float32: 48 MB) with `input_pipeline.gather_rows` into a fresh buffer, then
+copy them to the device (`parallel.global_batch`); medians over --repeats batches.
 """
 
 import argparse
@@ -49,6 +55,45 @@ def measure(annotations: str, epochs: int, extra: list[str], config: str, log_ev
         }
 
 
+def host_gather_profile(annotations: str, config: str, rows: int, repeats: int) -> None:
+    """Prints the median time of the host gather of `rows` feature rows and of their copy
+    to the device, for the train features of `config` on `annotations`."""
+    import importlib.util
+    import statistics
+    import time
+
+    import jax
+    import numpy as np
+
+    from jaxsvr import input_pipeline, parallel
+    from jaxsvr.data import dataset
+
+    path, _, arg = config.partition(":")
+    spec = importlib.util.spec_from_file_location("config", ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    c = module.get_config(arg or None)
+    c.data.annotations = annotations
+    video = dataset.load(c.data).train.video  # [N, D] float32
+    mesh = parallel.make_mesh()
+    rng = np.random.default_rng(0)
+    gather, copy = [], []
+    for _ in range(repeats + 1):  # the first batch warms up
+        batch_rows = rng.integers(0, len(video), rows)
+        start = time.perf_counter()
+        host = input_pipeline.gather_rows(video, batch_rows)
+        mid = time.perf_counter()
+        jax.block_until_ready(parallel.global_batch({"video": host}, mesh))
+        gather.append(mid - start)
+        copy.append(time.perf_counter() - mid)
+    print(
+        f"{config}: {rows} rows x {video.shape[-1]} float32 = {host.nbytes / 1e6:.0f} MB per "
+        f"batch of {len(video)} train clips; median of {repeats}: gather "
+        f"{1e3 * statistics.median(gather[1:]):.1f} ms, host-to-device copy "
+        f"{1e3 * statistics.median(copy[1:]):.1f} ms ({jax.devices()[0].platform})"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--annotations", default=str(ROOT.parent / "shared/data/epic100"))
@@ -62,7 +107,17 @@ def main() -> None:
         "--log-every", type=int, default=25, help="steps per rate sample (3+ samples needed)"
     )
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    p.add_argument(
+        "--host-gather-profile",
+        action="store_true",
+        help="time the host gather of one batch and its device copy instead of training",
+    )
+    p.add_argument("--rows", type=int, default=64 * 61, help="rows per batch (profile)")
+    p.add_argument("--repeats", type=int, default=20, help="batches timed (profile)")
     args = p.parse_args()
+    if args.host_gather_profile:
+        host_gather_profile(args.annotations, args.config, args.rows, args.repeats)
+        return
     extra = ["--config.eval.every_epochs=1000", *(f"--config.{kv}" for kv in args.set)]
     if args.max_steps:
         extra.append(f"--config.train.max_steps={args.max_steps}")

