@@ -39,8 +39,8 @@ the last good checkpoint. Every log, evaluation and checkpoint step first checks
 since the last check, so no non-finite state is evaluated or saved, and a rerun with a saner
 optimiser resumes from that checkpoint. A gradient that stays exactly zero while the loss
 does not (a learning rate so large that every unit saturates, or a dead model) draws one
-warning after `ZERO_GRAD_STEPS` such steps: such a run would otherwise end quietly having
-learnt nothing.
+warning after `train_monitor.ZERO_GRAD_STEPS` such steps: such a run would otherwise end
+quietly having learnt nothing.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +64,10 @@ from jaxsvr.data import dataset, text, windows
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 from jaxsvr.metric_writers import MetricWriter
+from jaxsvr.train_monitor import Timer, VanishedGradients
 from jaxsvr.workdir import Workdir, atomic_write, write_text
 
 POSITIVES = config_checks.POSITIVES  # config.eval.positives
-ZERO_GRAD_STEPS = 20  # consecutive steps of zero gradient (and non-zero loss) that warn
 
 
 class TrainingDiverged(RuntimeError):
@@ -193,9 +192,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     log_every = config.train.log_every_steps
     pending: list[tuple[int, dict]] = []
     last_saved = start_step if resumed else None
-    vanished = _VanishedGradients()
+    vanished = VanishedGradients()
     final = None
-    timer = _Timer(start_step, total_steps)
+    timer = Timer(start_step, total_steps)
     prefetch = input_pipeline.Prefetch(
         source, mesh, start_step, total_steps, depth=config.train.prefetch
     )
@@ -304,7 +303,7 @@ def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, obje
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
-def _drain(pending: list, last_saved: int | None, vanished: _VanishedGradients) -> dict:
+def _drain(pending: list, last_saved: int | None, vanished: VanishedGradients) -> dict:
     """Means of the pending step metrics (pulled to the host).
 
     Raises TrainingDiverged at the first step whose loss is non-finite or whose update left
@@ -333,26 +332,6 @@ def _drain(pending: list, last_saved: int | None, vanished: _VanishedGradients) 
             )
         vanished.see(step, float(loss), float(m["grad_norm"]))
     return {k: float(np.mean([m[k] for _, m in host])) for k in host[0][1]}
-
-
-class _VanishedGradients:
-    """Warns once when the gradient has been exactly zero for `ZERO_GRAD_STEPS` steps in a
-    row while the loss was not: nothing is learnt, yet the run would end without a word."""
-
-    def __init__(self):
-        self.run = 0
-
-    def see(self, step: int, loss: float, grad_norm: float) -> None:
-        self.run = self.run + 1 if grad_norm == 0 and loss != 0 else 0
-        if self.run == ZERO_GRAD_STEPS:  # once per stretch
-            logging.warning(
-                "the gradient vanished: zero for the last %d steps up to step %d while the loss "
-                "was %.4g; the model no longer learns (a learning rate so large that every unit "
-                "saturated, or a dead model): lower config.optimizer.lr",
-                ZERO_GRAD_STEPS,
-                step,
-                loss,
-            )
 
 
 def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) -> dict:
@@ -391,51 +370,6 @@ def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) ->
     return {"step": step, **metrics}
 
 
-class _Timer:
-    """Steps/s, ETA and the share of time the training loop waited for batches."""
-
-    def __init__(self, start_step: int, total_steps: int):
-        self.start = self.last = time.perf_counter()
-        self.first_step = self.last_step = start_step
-        self.total = total_steps
-        self.waited = 0.0
-        self.last_waited = 0.0
-
-    def rates(self, step: int) -> dict[str, float]:
-        now = time.perf_counter()
-        span = max(now - self.last, 1e-9)
-        out = {
-            "steps_per_sec": (step - self.last_step) / span,
-            "host_wait": (self.waited - self.last_waited) / span,
-        }
-        self.last, self.last_step, self.last_waited = now, step, self.waited
-        return out
-
-    def log(self, step: int, steps_per_epoch: int, scalars: dict) -> None:
-        rate = scalars["steps_per_sec"]
-        eta = (self.total - step) / max(rate, 1e-9)
-        logging.info(
-            "step %d/%d (epoch %.1f): loss %.4f | %.1f steps/s | host wait %.1f%% | ETA %s",
-            step,
-            self.total,
-            step / steps_per_epoch,
-            scalars["loss"],
-            rate,
-            100 * scalars["host_wait"],
-            time.strftime("%H:%M:%S", time.gmtime(eta)),
-        )
-
-    def summary(self) -> dict[str, float]:
-        span = time.perf_counter() - self.start
-        steps = self.last_step - self.first_step
-        return {
-            "train_seconds": span,
-            "train_steps": steps,
-            "steps_per_sec": steps / span if steps else 0.0,
-            "host_wait": self.waited / span if steps else 0.0,
-        }
-
-
 def _write_npy(path: Path, array: np.ndarray) -> None:
     """Writes float32 .npy atomically (a temporary file renamed into place), with the
     usual mode (0666 minus the umask)."""
@@ -443,7 +377,7 @@ def _write_npy(path: Path, array: np.ndarray) -> None:
 
 
 def _previous_summary(path: Path) -> dict | None:
-    """The training summary (`_Timer.summary` keys) of a finished run's metrics.json, so
+    """The training summary (`Timer.summary` keys) of a finished run's metrics.json, so
     that rerunning it keeps what the training measured; None if unreadable."""
     try:
         previous = json.loads(path.read_bytes())
