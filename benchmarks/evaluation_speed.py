@@ -42,7 +42,7 @@ def _inputs(epic: Path, tmp: Path):
     import numpy as np
     from ek100_baseline import tie_free_similarity  # beside this script
 
-    from jaxsvr.data import epic100
+    from jaxsvr.annotations import epic100
     from jaxsvr.relevance import class_relevance
 
     clips = epic100.read_clips(epic / epic100.TEST_CLIPS)
@@ -81,7 +81,7 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
         out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         return out
     if what == "batch_512":
-        from jaxsvr.data import epic100
+        from jaxsvr.annotations import epic100
         from jaxsvr.relevance import RelevanceIndex
 
         clips = epic100.read_clips(epic / epic100.TRAIN_CLIPS)

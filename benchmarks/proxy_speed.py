@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxsvr.data import epic100, text
+from jaxsvr.annotations import caption_table, epic100
 from jaxsvr.errors import InputError
-from jaxsvr.relevance import captions, meteor, proxies, wordnet
+from jaxsvr.nlp import captions, wordnet, words
+from jaxsvr.relevance import meteor, proxies
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +64,7 @@ def main() -> None:
         return out
 
     try:
-        texts = captions.read_csv(root / "EPIC_100_retrieval_test_sentence.csv").texts
+        texts = caption_table.read_csv(root / "EPIC_100_retrieval_test_sentence.csv").texts
         classes = proxies.ClassMap.from_vocabs(
             epic100.read_classes(root / "EPIC_100_verb_classes.csv"),
             epic100.read_classes(root / "EPIC_100_noun_classes.csv"),
@@ -78,7 +79,7 @@ def main() -> None:
         ("pos", lambda p: proxies.pos(p)),
         ("syn", lambda p: proxies.syn(p, classes=classes)),
     ]:
-        text.spacy_pipeline.cache_clear()  # each proxy pays its own parse
+        words.spacy_pipeline.cache_clear()  # each proxy pays its own parse
         timed(f"{name.upper()} incl. parse", lambda fn=fn: fn(captions.parse(texts)))
     tokens = parsed.tokens
     met = timed(

@@ -57,10 +57,11 @@ from pathlib import Path
 import numpy as np
 from nltk.stem import WordNetLemmatizer
 
-from jaxsvr.data import epic100, text
+from jaxsvr.annotations import caption_table, epic100
 from jaxsvr.errors import InputError
-from jaxsvr.relevance import analysis, captions, class_relevance, meteor, proxies, wordnet
-from jaxsvr.relevance.captions import Parsed
+from jaxsvr.nlp import captions, wordnet, words
+from jaxsvr.nlp.captions import Parsed
+from jaxsvr.relevance import analysis, class_relevance, meteor, proxies
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTHORS = ("BoW", "PoS", "SYN", "SYNwn", "MET362", "MET364")  # DIR/rel_{name}[_sample].npy
@@ -186,7 +187,7 @@ class Study:
         self.wn, self.workers, self.scores = wordnet.load(), workers, {}
         self.authors, self.met_rows = authors, authors.pop("rows")
         jaxsvr_now = captions.parse(texts)
-        nlp = text.spacy_pipeline(captions.DEFAULT_PIPELINE, captions.EXCLUDED)
+        nlp = words.spacy_pipeline(captions.DEFAULT_PIPELINE, captions.EXCLUDED)
         stop = nlp.Defaults.stop_words
         self.docs = list(nlp.pipe(texts, batch_size=512))
         self.docs_np = list(nlp.pipe(texts, batch_size=512, disable=["parser"]))
@@ -319,7 +320,7 @@ def main() -> None:
     try:
         if missing := [str(f) for f in files.values() if not f.is_file()]:
             raise InputError(f"missing {', '.join(missing)}: see this script's docstring")
-        texts = captions.read_csv(root / "EPIC_100_retrieval_test_sentence.csv").texts
+        texts = caption_table.read_csv(root / "EPIC_100_retrieval_test_sentence.csv").texts
         authors = {k: np.load(f, allow_pickle=False) for k, f in files.items()}
         s = Study(texts, root, authors, args.workers)
     except (InputError, FileNotFoundError) as e:

@@ -4,7 +4,7 @@
       [--lam 1] [--set signal=0.05 --set "noun_strength=(1,0.5,0.2)" ...] [--segments 4]
       [--no-reference] [--json out.json]
 
-`jaxsvr.data.synthetic` stands in for EPIC's TBN features; its defaults are calibrated so
+`jaxsvr.inputs.synthetic` stands in for EPIC's TBN features; its defaults are calibrated so
 that a trained retrieval model lands clearly between random and perfect. The proxy for
 "a trained model" is `linear_probe`: ridge regression (closed form, with intercept) from
 L2-normalised features of the 16115 EPIC train clips to verb one-hot and noun multi-hot
@@ -50,9 +50,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere, package not installed
 
-from jaxsvr.data import epic100  # noqa: E402
-from jaxsvr.data.synthetic import SyntheticSpec, clip_features  # noqa: E402
+from jaxsvr.annotations import epic100
 from jaxsvr.evaluation import evaluate  # noqa: E402
+from jaxsvr.inputs.synthetic import SyntheticSpec, clip_features
 from jaxsvr.relevance import ClassSets, class_relevance  # noqa: E402
 
 DEFAULT_EPIC = ROOT.parent / "shared" / "data" / "epic100"

@@ -17,7 +17,7 @@ Grids: `triplet` (MME and JPoSE, fixed vs relevance margin), `hgr` (HGR with har
 negatives, RAN, RANP, relevance margin), `heads` (projection heads with MI-MM, adaptive
 MI-MM, SMS), `contra` (ConTra: clip context m = 0..5, text and both contexts; RSum and
 R@1 are then single-instance, `eval.positives=narration`), `proxy` (MME on the EPIC
-annotations in YouCook2 form, `python -m jaxsvr.data.youcook2`, with classes from the
+annotations in YouCook2 form, `python -m jaxsvr.annotations.youcook2`, with classes from the
 captions via the EPIC class CSVs: instance triplets vs thresholded semantic triplets under
 the SYN proxy at several T, all evaluated with SYN relevance). `--set KEY=VALUE` adds
 `--config.KEY=VALUE` to every run; `--annotations ""` trains on the built-in kitchen data
@@ -168,7 +168,7 @@ def youcook2_style(args) -> Path:
     path = Path(args.out) / "epic_youcook2_style.json"
     if not path.is_file():
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "jaxsvr.data.youcook2", "--epic", args.annotations]
+        cmd = [sys.executable, "-m", "jaxsvr.annotations.youcook2", "--epic", args.annotations]
         subprocess.run([*cmd, "--out", str(path)], check=True, cwd=ROOT, capture_output=True)
     return path
 

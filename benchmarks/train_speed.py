@@ -66,7 +66,7 @@ def host_gather_profile(annotations: str, config: str, rows: int, repeats: int) 
     import numpy as np
 
     from jaxsvr import input_pipeline, parallel
-    from jaxsvr.data import dataset
+    from jaxsvr.inputs import splits as dataset
 
     path, _, arg = config.partition(":")
     spec = importlib.util.spec_from_file_location("config", ROOT / path)

@@ -12,7 +12,7 @@ be below 1, which the adaptive and SMS losses use.
 Published ("Symmetric Multi-Similarity Loss for EPIC-KITCHENS-100 Multi-Instance Retrieval
 Challenge 2024", Wang et al.; AVION ViT-B fine-tuned end to end): MI-MM 52.1, adaptive
 MI-MM 55.1, SMS 57.0 mAP. Here both encoders are frozen (synthetic clip features and
-synthetic caption features, `jaxsvr.data.synthetic_text`, unless real ones are given in
+synthetic caption features, `jaxsvr.inputs.synthetic_text`, unless real ones are given in
 `--config.data.features=DIR` as {train,test}.npy and {train,test}_text.npy) and only a
 256-d MLP head per modality is trained: AdamW lr 1e-3, batch 128, 20 epochs.
 """

@@ -8,7 +8,7 @@ Variants as `configs/epic_contra.py`: `context=clip|text|both|none`, `m=0..5` (d
 3, the paper's best on YouCook2), `runlocal`.
 
 Data: `config.data.format = "youcook2"`: the public YouCook2 annotation JSON
-(`jaxsvr.data.youcook2`; recipe steps in time order are the clip sequence the windows
+(`jaxsvr.annotations.youcook2`; recipe steps in time order are the clip sequence the windows
 run over), or, with `data.annotations` empty, the built-in kitchen data in YouCook2 form.
 Clips get classes from their captions (`data.syn_classes`) and synthetic features from
 them. Published (Fragomeni et al. ACCV 2022, YouCook2 with S3D features): see the paper's

@@ -4,7 +4,7 @@
   python -m jaxsvr.main --config=configs/youcook2_mme.py:instance --workdir=/tmp/yc2_inst \
       --config.data.annotations=youcookii_annotations_trainval.json
   # EPIC captions in YouCook2 form (real captions, synthetic features):
-  python -m jaxsvr.data.youcook2 --epic ../shared/data/epic100 --out /tmp/epic_yc2.json
+  python -m jaxsvr.annotations.youcook2 --epic ../shared/data/epic100 --out /tmp/epic_yc2.json
   python -m jaxsvr.main --config=configs/youcook2_mme.py:proxy=bow,t=0.2 --workdir=/tmp/b \
       --config.data.annotations=/tmp/epic_yc2.json \
       --config.data.syn_classes=../shared/data/epic100

@@ -17,8 +17,8 @@ from typing import NoReturn
 import numpy as np
 
 from jaxsvr import workdir
-from jaxsvr.data import arrays
 from jaxsvr.errors import InputError
+from jaxsvr.files import arrays
 
 EXIT_BAD_INPUT = 2
 
@@ -60,7 +60,7 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
 
 
 def load_npy(path: str | os.PathLike, what: str, *, float32: bool = False) -> np.ndarray:
-    """Loads a .npy file without pickle, checked before it is read (`jaxsvr.data.arrays`):
+    """Loads a .npy file without pickle, checked before it is read (`jaxsvr.files.arrays`):
     a missing, empty, non-.npy or corrupt file or a non-real dtype is an InputError; with
     `float32` the result is float32 and finite (values beyond its range are refused)."""
     return arrays.load_npy(path, what=what, float32=float32)

@@ -264,7 +264,7 @@ def best_metric_names(positives: str = "class") -> tuple[str, ...]:
 
 
 def check_data(config: ml_collections.ConfigDict, data, text_fields: tuple[str, ...]) -> None:
-    """Checks of the loaded data (`jaxsvr.data.dataset.RetrievalData`) the trainer runs
+    """Checks of the loaded data (`jaxsvr.inputs.splits.RetrievalData`) the trainer runs
     before it writes anything: the test split is not empty, and its video features and the
     text inputs the model reads have the widths of the training ones (the model is built
     for the training widths)."""

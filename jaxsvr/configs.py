@@ -14,9 +14,10 @@ import dataclasses
 import ml_collections
 
 from jaxsvr import losses
-from jaxsvr.data import epic100, synthetic, synthetic_text
-from jaxsvr.data.text import is_number
+from jaxsvr.annotations import epic100
 from jaxsvr.errors import InputError
+from jaxsvr.inputs import synthetic, synthetic_text
+from jaxsvr.nlp.words import is_number
 
 
 def variants(arg: str | None, allowed: dict[str, tuple[str, ...] | type | None]) -> dict[str, str]:
@@ -60,7 +61,7 @@ def base() -> ml_collections.ConfigDict:
     c.data = d = ml_collections.ConfigDict()
     d.annotations = ""  # EPIC-KITCHENS-100 folder; "" = built-in synthetic kitchen data
     # annotation format: "epic100" (the folder above, or built-in data), or "youcook2" /
-    # "msrvtt": data.annotations is then the dataset's JSON file (jaxsvr.data.captioned)
+    # "msrvtt": data.annotations is then the dataset's JSON file (jaxsvr.annotations.captioned)
     d.format = "epic100"
     # classes of free-form captions (youcook2 / msrvtt; also the syn proxy): "" = each
     # word its own class, "wordnet" = WordNet + Lesk, or a folder with EPIC-style
@@ -80,7 +81,7 @@ def base() -> ml_collections.ConfigDict:
     d.seed = 0  # built-in annotations
     d.feature_seed = 0  # synthetic features
     d.segments = 0  # synthetic: 0 = clip features [N, D]; T > 0 gives [N, T, D]
-    # SyntheticSpec fields (jaxsvr.data.synthetic), e.g. --config.data.synthetic.noise=1.5
+    # SyntheticSpec fields (jaxsvr.inputs.synthetic), e.g. --config.data.synthetic.noise=1.5
     d.synthetic = ml_collections.ConfigDict(dataclasses.asdict(synthetic.SyntheticSpec()))
     # SyntheticSpec fields of synthetic caption features (models reading `text_feature`)
     d.synthetic_text = ml_collections.ConfigDict(dataclasses.asdict(synthetic_text.TextSpec()))

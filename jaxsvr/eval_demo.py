@@ -22,7 +22,7 @@ from pathlib import Path
 import ml_collections
 import numpy as np
 
-from jaxsvr.data import epic100, kitchen
+from jaxsvr.annotations import epic100, kitchen
 from jaxsvr.evaluation import evaluate
 from jaxsvr.relevance import class_relevance
 

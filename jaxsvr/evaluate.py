@@ -27,9 +27,7 @@ from jaxsvr.evaluation import metrics
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = cli.ArgumentParser(
-        prog="python -m jaxsvr.evaluate", description=__doc__.split("\n")[0]
-    )
+    p = cli.ArgumentParser(prog="python -m jaxsvr.evaluate", description=__doc__.split("\n")[0])
     p.add_argument(
         "--similarity",
         action="extend",

@@ -3,14 +3,14 @@
 `config.loss.name` picks the objective, so every loss works with every model:
 - `contra` (`ContraObjective`): ConTra's loss (Fragomeni et al. ACCV 2022): cross-modal
   NCE + neighbouring loss + uniformity over (video, caption) pairs, the neighbours drawn
-  from each clip's temporal window (`jaxsvr.data.windows`); any model, though only context
+  from each clip's temporal window (`jaxsvr.inputs.windows`); any model, though only context
   models make the neighbouring term meaningful.
-- `triplet` (`TripletObjective`): offline triplets (`jaxsvr.data.triplets`, JPoSE/MME),
+- `triplet` (`TripletObjective`): offline triplets (`jaxsvr.sampling.triplets`, JPoSE/MME),
   fixed or relevance margins, four pair types per level (`jaxsvr.losses.triplet`). Models
   whose score is not a dot product (HGR) have no within-modality score, so only the two
   cross-modal pair types (text-video, video-text) are used for them (logged).
 - a batch loss of `jaxsvr.losses.BATCH_LOSSES` (`BatchObjective`): B (video, caption)
-  pairs per batch (`jaxsvr.data.batches`), the model's [B, B] score matrix per level, and
+  pairs per batch (`jaxsvr.sampling.pairs`), the model's [B, B] score matrix per level, and
   the loss with its keywords from `config.loss.<name>` (and the relevance matrix of that
   level when the loss takes one).
 
@@ -37,12 +37,15 @@ import ml_collections
 import numpy as np
 
 from jaxsvr import losses
-from jaxsvr.data import batches, proxy_relevance, triplets, windows
-from jaxsvr.data.batches import PairSampler
+from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
+from jaxsvr.inputs import windows
 from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, triplet_terms
-from jaxsvr.relevance.class_sets import ClassSets
+from jaxsvr.relevance import split_relevance as proxy_relevance
 from jaxsvr.relevance.levels import LevelRelevance
+from jaxsvr.sampling import neighbours, triplets
+from jaxsvr.sampling import pairs as batches
+from jaxsvr.sampling.pairs import PairSampler
 
 NAMES = ("triplet", "contra", *losses.BATCH_LOSSES)
 
@@ -292,7 +295,9 @@ class ContraObjective:
         )
         half = max([0, *context.values()])
         clips = train_split.clips
-        self.neighbours = windows.Neighbours(clips.narration, windows.context_windows(clips, half))
+        self.neighbours = neighbours.Neighbours(
+            clips.narration, windows.context_windows(clips, half)
+        )
         self.n, self.seed = len(clips), config.seed
         self.gathers = {"video": ("video", "video_rows")}
         self.gathers.update({f: (f, "text_rows") for f in model.text_fields})

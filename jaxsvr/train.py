@@ -1,6 +1,6 @@
 """`train_and_evaluate(config, workdir)`: the trainer every jaxsvr model uses.
 
-1. Data (`jaxsvr.data.dataset`): train clips with video features and the text inputs the
+1. Data (`jaxsvr.inputs.splits`): train clips with video features and the text inputs the
    model reads (caption tokens, role graphs, frozen caption features); the test split
    with its class relevance. The first log lines say where everything comes from.
 2. Mesh (`jaxsvr.parallel`): every device on one `data` axis by default; the train state is
@@ -60,9 +60,10 @@ import optax
 
 from jaxsvr import config_checks, input_pipeline, models, objectives, optim, parallel, precision
 from jaxsvr.checkpoint import Checkpointer, all_finite
-from jaxsvr.data import dataset, text, windows
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
+from jaxsvr.inputs import splits as dataset
+from jaxsvr.inputs import text, windows
 from jaxsvr.metric_writers import MetricWriter
 from jaxsvr.train_monitor import Timer, VanishedGradients
 from jaxsvr.workdir import Workdir, atomic_write, write_text

@@ -28,7 +28,7 @@ def epic_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def epic_test(epic_dir):
-    from jaxsvr.data import epic100
+    from jaxsvr.annotations import epic100
 
     clips = epic100.read_clips(epic_dir / epic100.TEST_CLIPS)
     return clips, epic100.read_sentences(epic_dir / epic100.TEST_SENTENCES, clips)
@@ -48,6 +48,8 @@ def epic_test_relevance(epic_test) -> np.ndarray:
 # official-style baseline and its tie-free inputs (ek100_baseline) from benchmarks/.
 import sys  # noqa: E402
 
+from jaxsvr.annotations import caption_table
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -58,7 +60,7 @@ def wordnet_reader(tmp_path_factory):
     into a session cache; no NLTK download."""
     import os
 
-    from jaxsvr.relevance import wordnet
+    from jaxsvr.nlp import wordnet
 
     os.environ.setdefault("JAXSVR_CACHE", str(tmp_path_factory.mktemp("jaxsvr_cache")))
     return wordnet.load()
@@ -67,7 +69,7 @@ def wordnet_reader(tmp_path_factory):
 @pytest.fixture(scope="session")
 def epic_sentences_parsed(epic_dir):
     """The 3842 EK-100 test sentences (texts) and their spaCy parse."""
-    from jaxsvr.relevance import captions
+    from jaxsvr.nlp import captions
 
-    table = captions.read_csv(epic_dir / "EPIC_100_retrieval_test_sentence.csv")
+    table = caption_table.read_csv(epic_dir / "EPIC_100_retrieval_test_sentence.csv")
     return table.texts, captions.parse(table.texts)

@@ -4,9 +4,9 @@ with no traceback, no output file, no temporary file and no workdir change left 
 Cases cover the three classes of issue 14 across the command lines (run as subprocesses,
 as a user runs them) and the readers (in-process, `InputError` with a one-line message):
 
-- arrays (`jaxsvr.data.arrays`): empty files, /dev/null, non-real dtypes, forged headers,
+- arrays (`jaxsvr.files.arrays`): empty files, /dev/null, non-real dtypes, forged headers,
   .npz under a .npy name, values beyond the float32 range, truncated or corrupt files;
-- tables (`jaxsvr.data.tables`): non-UTF-8 bytes, oversized fields, unclosed quotes,
+- tables (`jaxsvr.files.tables`): non-UTF-8 bytes, oversized fields, unclosed quotes,
   class ids out of range, header-only files, repeated ids, bad JSON;
 - the proxy CLI: `--weights` that are NaN, negative, all zero or sum above 1;
 - usage errors (argparse's, extra arguments), config files that fail to load, and a
@@ -32,10 +32,10 @@ import pytest
 from train_runs import ROOT, cpu_env
 
 from jaxsvr import cli
-from jaxsvr.data import epic100, features, msrvtt, text, youcook2
+from jaxsvr.annotations import caption_table, epic100, msrvtt, youcook2
 from jaxsvr.errors import InputError
+from jaxsvr.inputs import features, text
 from jaxsvr.relevance import __main__ as relevance_cli
-from jaxsvr.relevance import captions
 
 DIR = object()  # a `files` value: make a folder there
 
@@ -659,7 +659,7 @@ READER_CASES: list[tuple[str, Callable[[Path], object], dict, tuple[str, ...]]] 
     ),
     (
         "captions-header-only",
-        lambda d: captions.read_csv(d / "c.csv"),
+        lambda d: caption_table.read_csv(d / "c.csv"),
         {"c.csv": "caption\n"},
         ("c.csv", "no data rows"),
     ),

@@ -25,8 +25,15 @@ PINS = Path(__file__).resolve().parent / "pinned" / "runlocal_metrics.json"
 WRITE = os.environ.get("JAXSVR_WRITE_PINS") == "1"
 TIMINGS = ("eval_seconds", "host_wait", "steps_per_sec", "train_seconds")  # not pinned
 
-BASE = ["epic_jpose", "epic_mme", "epic_hgr", "epic_sms", "epic_contra", "youcook2_mme",
-        "youcook2_contra"]
+BASE = [
+    "epic_jpose",
+    "epic_mme",
+    "epic_hgr",
+    "epic_sms",
+    "epic_contra",
+    "youcook2_mme",
+    "youcook2_contra",
+]
 VARIANTS = [
     ("epic_jpose", "margin=relevance"),
     ("epic_mme", "margin=relevance"),

@@ -81,7 +81,8 @@ def test_spacy_verb_and_noun_words(tmp_path):
 
 
 def test_word_vectors_initialise_the_word_table(tmp_path):
-    from jaxsvr.data import dataset, text
+    from jaxsvr.inputs import splits as dataset
+    from jaxsvr.inputs import text
 
     c = config(model__word_dim=3)
     data = dataset.load(c.data)

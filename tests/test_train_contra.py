@@ -9,10 +9,11 @@ from reference_losses import cross_modal_nce, neighbour_nce, uniformity
 from train_runs import config, jsonl
 
 from jaxsvr import models, objectives, parallel, train
-from jaxsvr.data import dataset, windows
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import evaluate
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
+from jaxsvr.inputs import splits as dataset
+from jaxsvr.inputs import windows
 
 ONE = dict(train__num_epochs=1, eval__every_epochs=1)
 

@@ -99,8 +99,8 @@ def test_block_scoring_equals_all_pairs_with_ragged_chunks():
     import jax
 
     from jaxsvr import parallel
-    from jaxsvr.data import roles
     from jaxsvr.evaluation.evaluator import RetrievalEvaluator
+    from jaxsvr.inputs import roles
     from jaxsvr.models import hgr
 
     rng = np.random.default_rng(0)

@@ -8,10 +8,14 @@ import pytest
 from train_runs import config
 
 from jaxsvr import train
-from jaxsvr.data import dataset, proxy_relevance, triplets, youcook2
+from jaxsvr.annotations import youcook2
+from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
-from jaxsvr.relevance import captions, proxies
-from jaxsvr.relevance.class_sets import ClassSets
+from jaxsvr.inputs import splits as dataset
+from jaxsvr.nlp import captions
+from jaxsvr.relevance import proxies
+from jaxsvr.relevance import split_relevance as proxy_relevance
+from jaxsvr.sampling import triplets
 
 
 def test_threshold_pairs_against_dense():

@@ -3,7 +3,7 @@ negatives, relevance-aware negatives and positives, and the max-margin ranking l
 
 Inputs: `sim` [B, B] with sim[i, j] = s(video_i, text_j), matching pairs on the diagonal;
 `rel` [B, B] with rel[i, j] = R(video_i, text_j) in [0, 1], computed on the host
-(`jaxsvr.data.batches`). Every loss is the sum of a video-to-text part (anchors are the
+(`jaxsvr.sampling.pairs`). Every loss is the sum of a video-to-text part (anchors are the
 rows: video i, positive text i, other texts j) and a text-to-video part (anchors are the
 columns: text i, positive video i, other videos j, with rel[j, i]); the second part is the
 first applied to sim.T and rel.T.

@@ -5,10 +5,10 @@ ICCV 2019, eq. 1), with d the squared Euclidean distance of unit vectors (2 - 2 
 default) or the cosine distance 1 - cos. The margin is either fixed (JPoSE: 1.0) or the
 relevance margin of "Relevance-based Margin for Contrastively-trained Video Retrieval
 Models": m = 1 - R(a, n) at the action level and m = ½ (1 - IoU) of that part of speech at
-the verb/noun level (computed on the host by `jaxsvr.data.triplets`).
+the verb/noun level (computed on the host by `jaxsvr.sampling.triplets`).
 
 Embeddings come in the sampler's row layout ([B, M, d] per modality, see
-`jaxsvr.data.triplets.row_layout`): row 0 is the anchor, then per level K positives and K
+`jaxsvr.sampling.triplets.row_layout`): row 0 is the anchor, then per level K positives and K
 negatives. A level has four pair types, anchor modality -> positive/negative modality:
 text-video `tv`, video-text `vt`, text-text `tt`, video-video `vv` (JPoSE weights 2, 1, 1, 1).
 Each term is the mean over the B * K triplets, so terms are comparable across batch sizes.

@@ -8,7 +8,7 @@ two modalities separately, so test similarity matrices are cheap:
   features or [n, T, D] per-segment features);
 - `embed_text(batch, train=False) -> {name: [n, ...]}` from the text inputs the model
   names in `Model.text_fields` (token ids `caption`, `verb`, `noun`: 0 = padding,
-  1 = unknown word; role-graph fields of `jaxsvr.data.roles`; frozen caption features
+  1 = unknown word; role-graph fields of `jaxsvr.inputs.roles`; frozen caption features
   `text_feature`);
 - `similarity(video_emb, text_emb) -> {level: [n_videos, n_texts]}`: the scores of every
   video against every text, one matrix per level;
@@ -28,7 +28,7 @@ Class attributes:
   (text-text, video-video), and the evaluator scores them with one matrix product.
 - `windows` (context models, ConTra): {input: m}, the half-width of the context window
   the data gathers for that input: the model then gets [n, 2m + 1, ...] (the item in the
-  centre, `jaxsvr.data.windows`) instead of [n, ...].
+  centre, `jaxsvr.inputs.windows`) instead of [n, ...].
 - The word-embedding table, when a model has one, is the submodule `words` holding an
   `nn.Embed` named `table` (`params["params"]["words"]["table"]["embedding"]`), so a
   word-vector file (`config.data.word_vectors`) can initialise it.

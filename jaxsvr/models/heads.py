@@ -8,7 +8,7 @@ modality is trained, so a loss comparison takes minutes on a CPU.
 Per modality: `head = "linear"`: Dense(embed_dim); `head = "mlp"`: Dense(hidden) -> GELU
 -> dropout -> Dense(embed_dim); then L2-normalise. Clip features [n, D] (or per-segment
 [n, T, D], averaged over T) and caption features `text_feature` [n, Dt] (the frozen text
-encoder's outputs; `jaxsvr.data.synthetic_text` makes synthetic ones) enter as they are.
+encoder's outputs; `jaxsvr.inputs.synthetic_text` makes synthetic ones) enter as they are.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the three.
 Text (`embed_text`). Word vectors x_t (table `words/table`, dropout `dropout`) go through a
 bidirectional GRU whose two directions are averaged, h_t = (h_t^fwd + h_t^bwd) / 2 (each
 direction runs over the caption's tokens only; id 0 is padding). The role graph
-(`jaxsvr.data.roles`) has nodes:
+(`jaxsvr.inputs.roles`) has nodes:
   sentence       g = sum_t softmax_t(w^T h_t + b) h_t  (over the caption's tokens),
   verb k         v_k = max_{t in k} h_t * R[role_k],
   noun phrase m  o_m = max_{t in m} h_t * R[role_m],
@@ -44,12 +44,12 @@ Differences from the reference code:
 - Text levels are projected hidden -> `embed_dim` by a linear map only when
   `hidden != embed_dim`; the reference has no projection (its GRU size equals dim_embed,
   1024), so the default (1024, 1024) is the reference architecture.
-- Role ids: `jaxsvr.data.roles.ROLES` (6, id 0 = absent) instead of the 16 SRL labels of
+- Role ids: `jaxsvr.inputs.roles.ROLES` (6, id 0 = absent) instead of the 16 SRL labels of
   the reference, which also reuses id 0 ('V') for empty slots; graphs come from EPIC's
   columns or spaCy, not from its semantic-role-labelling JSON.
 - Absent nodes are exact zeros (the reference max-pools them to -1e10 before masking).
   The masks are the slots' roles, not "the first k slots" of the reference (same thing
-  for packed slots, as `jaxsvr.data.roles` writes them).
+  for packed slots, as `jaxsvr.inputs.roles` writes them).
 - Videos longer than `max_segments` are subsampled per video over their own valid
   segments, at round(linspace(0, len - 1, max_segments)) (the reference's 'select' trim,
   which it applies before padding); padded segment embeddings are zeroed.
@@ -70,8 +70,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxsvr.data.roles import ROLES
 from jaxsvr.errors import InputError
+from jaxsvr.inputs.roles import ROLES
 from jaxsvr.models.mme import WordTable
 
 EPS2 = 1e-16  # squared-norm clamp: a zero vector has cosine 0 and finite gradients

@@ -10,7 +10,7 @@
 - `python -m jaxsvr.relevance`: the command line (see `__main__`).
 """
 
-from jaxsvr.relevance.class_sets import ClassSets
+from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.relevance.classes import RelevanceIndex, class_relevance, iou_table
 
 __all__ = ["ClassSets", "RelevanceIndex", "class_relevance", "iou_table"]

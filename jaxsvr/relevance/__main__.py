@@ -34,9 +34,10 @@ import time
 import numpy as np
 
 from jaxsvr import cli
-from jaxsvr.data import epic100
+from jaxsvr.annotations import caption_table, epic100
 from jaxsvr.errors import InputError
-from jaxsvr.relevance import captions, proxies, wordnet
+from jaxsvr.nlp import captions, wordnet
+from jaxsvr.relevance import proxies
 from jaxsvr.relevance.classes import class_relevance
 
 
@@ -96,8 +97,8 @@ def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
         classes = proxies.ClassMap.from_vocabs(
             epic100.read_classes(args.verb_classes), epic100.read_classes(args.noun_classes)
         )
-    table = captions.read_csv(args.captions)
-    cols_table = captions.read_csv(args.columns) if args.columns else None
+    table = caption_table.read_csv(args.captions)
+    cols_table = caption_table.read_csv(args.columns) if args.columns else None
     groups = table.video_groups()[1] if args.per_video else None
     wn = None
     if args.proxy == "met" or (args.proxy == "syn" and classes is None):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxsvr.relevance.class_sets import ClassSets
+from jaxsvr.annotations.class_sets import ClassSets
 
 _CHUNK_ROWS = 256  # keeps temporaries ~4 MB: fresh large buffers cost page faults
 

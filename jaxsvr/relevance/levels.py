@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jaxsvr.relevance.class_sets import ClassSets
+from jaxsvr.annotations.class_sets import ClassSets
 
 LEVELS = ("action", "sentence", "verb", "noun")
 

@@ -153,7 +153,7 @@ def meteor_matrix(
       references, hypotheses: captions, each a str (tokenised by `captions.tokenize`: the
         CLI's rule, punctuation dropped) or a sequence of str tokens (used as given,
         lowercased).
-      wordnet: NLTK WordNet reader (`jaxsvr.relevance.wordnet.load()`).
+      wordnet: NLTK WordNet reader (`jaxsvr.nlp.wordnet.load()`).
       ref_groups: optional group (video) index per reference: the result then has one row
         per group, the max over its references (NLTK's multi-reference `meteor_score`).
       workers: processes for the alignments (1: in this process).
@@ -201,7 +201,7 @@ def _tokens(captions, pipeline: str | None) -> list[Sequence[str]]:
     texts = [c for c in captions if isinstance(c, str)]
     if not texts:
         return captions
-    from jaxsvr.relevance import captions as captions_lib
+    from jaxsvr.nlp import captions as captions_lib
 
     pipeline = pipeline or captions_lib.DEFAULT_PIPELINE
     tokens = dict(zip(texts, captions_lib.tokenize(texts, pipeline)))

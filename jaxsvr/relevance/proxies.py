@@ -31,7 +31,7 @@ the video's captions are the references of NLTK's multi-reference score (the max
 `relevance(proxy_matrix, own)` gives the training / evaluation relevance of the paper,
 S(x_i, y_j) = 1 where caption j belongs to video i, else the proxy. `compute(name, ...)`
 picks a proxy by name; `threshold_pairs` turns a train x train proxy into the semantic
-positives (S >= T, CSR, row by row) of thresholded triplets (`jaxsvr.data.triplets`).
+positives (S >= T, CSR, row by row) of thresholded triplets (`jaxsvr.sampling.triplets`).
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from jaxsvr.data.epic100 import ClassVocab
+from jaxsvr.annotations.class_sets import ClassSets
+from jaxsvr.annotations.epic100 import ClassVocab
 from jaxsvr.errors import InputError
+from jaxsvr.nlp.captions import Parsed
 from jaxsvr.relevance import meteor as meteor_lib
-from jaxsvr.relevance.captions import Parsed
-from jaxsvr.relevance.class_sets import ClassSets
 from jaxsvr.relevance.classes import weighted_iou
 
 NAMES = ("bow", "pos", "syn", "met")
@@ -284,9 +284,7 @@ def compute(
     if name == "syn":
         return syn(rows, cols, classes=classes or ClassMap({}, {}), weights=weights, rho=rho, **kw)
     if wordnet is None:
-        raise InputError(
-            "the met proxy needs WordNet: pass wordnet=jaxsvr.relevance.wordnet.load()"
-        )
+        raise InputError("the met proxy needs WordNet: pass wordnet=jaxsvr.nlp.wordnet.load()")
     return met(rows, cols, wordnet=wordnet, workers=workers, **kw)
 
 

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsvr.data import roles
 from jaxsvr.errors import InputError
+from jaxsvr.inputs import roles
 from jaxsvr.models import hgr
 
 ROWS = [  # (caption ids, caption, verb, nouns)

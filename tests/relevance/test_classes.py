@@ -94,7 +94,7 @@ def test_real_test_relevance(epic_test_relevance):
 
 
 def test_real_train_batch(epic_dir):
-    from jaxsvr.data import epic100
+    from jaxsvr.annotations import epic100
 
     clips = epic100.read_clips(epic_dir / epic100.TRAIN_CLIPS)
     index = RelevanceIndex(clips.verb_classes, clips.noun_classes)

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.relevance import class_relevance
-from jaxsvr.relevance.class_sets import ClassSets
 from jaxsvr.relevance.levels import LevelRelevance
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from nltk.translate.meteor_score import meteor_score, single_meteor_score
 
-from jaxsvr.relevance import captions, meteor, proxies
+from jaxsvr.nlp import captions
+from jaxsvr.relevance import meteor, proxies
 
 # Free-form captions with repeated words, shared stems and WordNet synonyms, so every
 # alignment stage and the order NLTK takes matches in are exercised.

@@ -5,10 +5,11 @@ and the EK-100 test sentences."""
 import numpy as np
 import pytest
 
-from jaxsvr.data import epic100
+from jaxsvr.annotations import epic100
 from jaxsvr.errors import InputError
-from jaxsvr.relevance import captions, proxies
-from jaxsvr.relevance.captions import Parsed
+from jaxsvr.nlp import captions, words
+from jaxsvr.nlp.captions import Parsed
+from jaxsvr.relevance import proxies
 
 STIR = "stir food in the pan"
 MIX = "mix the ingredients in the pan together"
@@ -161,9 +162,8 @@ def test_first_word_rule_on_a_small_vocab():
 def test_parse_keeps_the_parser_for_tags():
     """13 attribute-ruler rules read dependency labels: with the parser, 'get' in 'get
     chopping board' is AUX (as in the full pipeline), not a verb."""
-    from jaxsvr.data import text
 
-    full = text.spacy_pipeline(captions.DEFAULT_PIPELINE)  # every component
+    full = words.spacy_pipeline(captions.DEFAULT_PIPELINE)  # every component
     sentences = ["get chopping board", "get knife from drawer", "wait for water to boil"]
     docs = list(full.pipe(sentences))
     assert [t.pos_ for t in docs[0]][0] == "AUX" and docs[0][0].dep_ == "aux"
@@ -172,7 +172,7 @@ def test_parse_keeps_the_parser_for_tags():
         assert verbs == tuple(t.lemma_.lower() for t in doc if t.pos_ == "VERB")
         assert nouns == tuple(t.lemma_.lower() for t in doc if t.pos_ in captions.NOUN_TAGS)
     assert "get" not in p.verbs[0] and p.verbs[1] == ("get",)
-    tagger_only = text.spacy_pipeline(captions.DEFAULT_PIPELINE, exclude=("parser", "ner"))
+    tagger_only = words.spacy_pipeline(captions.DEFAULT_PIPELINE, exclude=("parser", "ner"))
     assert next(iter(tagger_only("get chopping board"))).pos_ == "VERB"  # what it fixes
 
 

@@ -6,8 +6,10 @@ import sys
 import numpy as np
 import pytest
 
+from jaxsvr.annotations import caption_table
+from jaxsvr.nlp import captions
 from jaxsvr.relevance import __main__ as relevance_cli
-from jaxsvr.relevance import captions, proxies
+from jaxsvr.relevance import proxies
 
 
 @pytest.fixture()
@@ -27,7 +29,7 @@ def test_every_proxy_writes_float32(caption_files, tmp_path, wordnet_reader, epi
     a, b = caption_files
     classes = ["--verb-classes", epic_dir / "EPIC_100_verb_classes.csv"]
     classes += ["--noun-classes", epic_dir / "EPIC_100_noun_classes.csv"]
-    parsed_a, parsed_b = (captions.parse(captions.read_csv(f).texts) for f in (a, b))
+    parsed_a, parsed_b = (captions.parse(caption_table.read_csv(f).texts) for f in (a, b))
     for name, extra in [("bow", []), ("pos", []), ("syn", classes), ("syn", []), ("met", [])]:
         out = tmp_path / f"{name}.npy"
         argv = ["proxy", "--proxy", name, "--captions", a, "--columns", b, "--out", out]

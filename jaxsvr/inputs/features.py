@@ -1,0 +1,239 @@
+"""Feature store: precomputed video features aligned with the annotation rows.
+
+A split's features are one array with a row per annotated clip, in CSV order: (N, D) clip
+features or (N, T, D) per-segment features. Files, in the order `find_split_features`
+looks for them in a features folder (`--config.data.features`):
+
+- `{split}.npy`: opened memory-mapped (`mmap_mode="r"`, never with pickle), so a
+  multi-GB store costs no RAM until batches touch its rows;
+- `{split}.npz`: the array named `key` (default `features`, or the only array);
+- `EPIC_100_retrieval_{split}_features_mean.pkl`: the TBN features published with the
+  EPIC-KITCHENS-100 multi-instance retrieval baselines (JPoSE / MMEN). Read only with
+  `--config.data.allow_pickle=True`, because unpickling runs code from the file.
+
+The public pickle layout, as the baseline code reads it
+(mwray/Joint-Part-of-Speech-Embeddings, src/datasets/mmen_dataset.py:
+`np.array(pd.read_pickle(".../EPIC_100_retrieval_{split}_features_mean.pkl")["features"])`)
+is a dict whose `features` entry is the (N, 3072) temporal mean of the TBN RGB | Flow |
+Audio features, 1024 each, in that order (aranciokov/RelevanceMargin-ICMR22,
+src/datasets/mmen_dataset.py, takes `[:, :1024]` for RGB only and `[:, :2048]` for
+RGB+Flow). The raw per-segment release (README of the same repository and of
+epic-kitchens/C5-Multi-Instance-Retrieval) is a dict of `RGB`, `Flow` and `Audio`
+arrays, each (N, 25, 1024); those are concatenated in RGB | Flow | Audio order, giving
+(N, 25, 3072). A pickled plain ndarray is accepted too. Rows follow
+`EPIC_100_retrieval_{train,test}.pkl`, the same order as the retrieval CSVs.
+
+Every problem is an `InputError` naming the file: missing, empty or corrupt file (headers
+are checked against the file size before anything is read, `jaxsvr.files.arrays`), wrong
+row count, rank, dtype, and the first row holding NaN or inf or a value beyond the
+float32 range (checked chunk by chunk, so validating a memory-mapped store never loads it
+whole).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from jaxsvr.errors import InputError
+from jaxsvr.files import arrays
+
+FEATURES_CONFIG_KEY = "--config.data.features"
+ALLOW_PICKLE_FLAG = "--config.data.allow_pickle=True"
+DEFAULT_NPZ_KEY = "features"
+PICKLE_MODALITIES = ("RGB", "Flow", "Audio")  # concatenation order of the public release
+_CHECK_CHUNK_BYTES = 4 << 20  # rows per finiteness check: about 4 MB at a time
+
+
+def public_pickle_name(split: str) -> str:
+    """File name of the public EPIC-100 MIR mean features for `split` (train/test)."""
+    return f"EPIC_100_retrieval_{split}_features_mean.pkl"
+
+
+def load_features(
+    path: str | Path,
+    *,
+    rows: int,
+    allow_pickle: bool = False,
+    key: str | None = None,
+    config_key: str = FEATURES_CONFIG_KEY,
+) -> np.ndarray:
+    """Loads and validates one split's features.
+
+    Args:
+      path: a `.npy` (memory-mapped), `.npz`, or (with `allow_pickle`) `.pkl`/`.pickle` file.
+      rows: number of annotation rows (clips) the features must align with.
+      allow_pickle: permit unpickling `.pkl`/`.pickle` files; only for trusted files.
+      key: array name inside an `.npz` or a pickled dict; default `features`, or the only
+        array of an `.npz`.
+      config_key: the config flag that points at this file, named when it is missing.
+
+    Returns:
+      float32 array [rows, D] or [rows, T, D]. A float32 `.npy` stays memory-mapped;
+      other dtypes are converted into memory.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"features file {path} not found: set {config_key} to where it is")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        array = _load_npy(path)
+    elif suffix == ".npz":
+        array = _load_npz(path, key)
+    elif suffix in (".pkl", ".pickle"):
+        if not allow_pickle:
+            raise InputError(
+                f"{path}: refusing to unpickle features, as loading a pickle runs code from "
+                f"the file; if the file is trusted set {ALLOW_PICKLE_FLAG}, or save it as .npy"
+            )
+        array = _from_pickled(_unpickle(path), path, key)
+    else:
+        raise InputError(
+            f"{path}: unsupported features file type '{path.suffix}': use .npy, .npz, or a "
+            f"trusted .pkl with {ALLOW_PICKLE_FLAG}"
+        )
+    return _validate(array, path, rows)
+
+
+def find_split_features(
+    folder: str | Path,
+    split: str,
+    *,
+    rows: int,
+    allow_pickle: bool = False,
+    config_key: str = FEATURES_CONFIG_KEY,
+) -> np.ndarray:
+    """Finds and loads the features of `split` in a features folder.
+
+    Looks for `{split}.npy`, `{split}.npz`, then the public pickle
+    `EPIC_100_retrieval_{split}_features_mean.pkl`, and loads the first that exists.
+
+    Args:
+      folder: the features folder.
+      split: split name, e.g. `train` or `test`.
+      rows: number of annotation rows of the split.
+      allow_pickle: permit loading the public pickle (it runs code from the file).
+      config_key: the config flag that sets `folder`, named in errors.
+
+    Returns:
+      float32 array [rows, D] or [rows, T, D] (see `load_features`).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        state = "is a file, not a folder" if folder.exists() else "not found"
+        raise InputError(f"features folder {folder} {state}: set {config_key} to the folder")
+    names = (f"{split}.npy", f"{split}.npz", public_pickle_name(split))
+    for name in names:
+        if (folder / name).is_file():
+            return load_features(
+                folder / name, rows=rows, allow_pickle=allow_pickle, config_key=config_key
+            )
+    raise InputError(
+        f"{folder}: no features for split '{split}' (looked for {', '.join(names)}): "
+        f"put one there or point {config_key} at the folder that has it"
+    )
+
+
+def _load_npy(path: Path) -> np.ndarray:
+    return arrays.load_npy(path, what="features", mmap=True)
+
+
+def _load_npz(path: Path, key: str | None) -> np.ndarray:
+    with arrays.NpzArchive(path, what="features") as archive:
+        names = archive.names
+        if key is None:
+            if DEFAULT_NPZ_KEY in names:
+                key = DEFAULT_NPZ_KEY
+            elif len(names) == 1:
+                key = names[0]
+            else:
+                raise InputError(
+                    f"{path}: holds arrays {names or '(none)'}, none named "
+                    f"'{DEFAULT_NPZ_KEY}': name the features array '{DEFAULT_NPZ_KEY}' "
+                    "or pass its key"
+                )
+        return archive.load(key)
+
+
+def _unpickle(path: Path) -> object:
+    try:
+        with path.open("rb") as f:
+            return pickle.load(f)
+    except Exception as e:  # any failure inside a foreign pickle is bad input
+        raise InputError(
+            f"{path}: cannot unpickle ({type(e).__name__}: {_first_line(e)})"
+        ) from None
+
+
+def _from_pickled(obj: object, path: Path, key: str | None) -> np.ndarray:
+    """The features array of an unpickled object (see the module docstring for layouts)."""
+    if isinstance(obj, Mapping):
+        name = key or DEFAULT_NPZ_KEY
+        if name in obj:
+            return _as_array(obj[name], path, f"entry '{name}'")
+        if key is not None:
+            raise InputError(f"{path}: pickled dict has no key '{key}' (keys: {_keys(obj)})")
+        by_lower = {str(k).lower(): k for k in obj}
+        found = [by_lower[m.lower()] for m in PICKLE_MODALITIES if m.lower() in by_lower]
+        if not found:
+            raise InputError(
+                f"{path}: pickled dict has keys {_keys(obj)}; expected '{DEFAULT_NPZ_KEY}' or "
+                f"{'/'.join(PICKLE_MODALITIES)} (the EPIC-100 MIR layout)"
+            )
+        if len(found) < len(PICKLE_MODALITIES):
+            raise InputError(
+                f"{path}: pickled dict has modalities {found} but not all of "
+                f"{'/'.join(PICKLE_MODALITIES)}: save the modalities you want as one .npy"
+            )
+        parts = [_as_array(obj[k], path, f"entry '{k}'") for k in found]
+        heads = {p.shape[:-1] for p in parts}
+        if len(heads) != 1 or parts[0].ndim == 0:
+            shapes = ", ".join(f"{k} {p.shape}" for k, p in zip(found, parts))
+            raise InputError(f"{path}: modality shapes disagree ({shapes}): cannot concatenate")
+        return np.concatenate(parts, axis=-1)
+    if isinstance(obj, np.ndarray):
+        return obj
+    raise InputError(
+        f"{path}: pickle holds a {type(obj).__name__}; expected an ndarray or a dict with "
+        f"'{DEFAULT_NPZ_KEY}' or {'/'.join(PICKLE_MODALITIES)} arrays"
+    )
+
+
+def _as_array(value: object, path: Path, what: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except ValueError as e:  # ragged lists of rows
+        raise InputError(f"{path}: {what} is not a rectangular array ({_first_line(e)})") from None
+
+
+def _validate(array: np.ndarray, path: Path, rows: int) -> np.ndarray:
+    if array.ndim not in (2, 3):
+        raise InputError(
+            f"{path}: features have shape {array.shape}; expected (N, D) clip features "
+            "or (N, T, D) segment features"
+        )
+    if array.dtype.kind not in "iuf":
+        raise InputError(
+            f"{path}: features have dtype {array.dtype}, not a real number type: "
+            "save them as float32"
+        )
+    if array.shape[0] != rows:
+        raise InputError(
+            f"{path} has {array.shape[0]} rows but the annotations have {rows} clips: "
+            "features must be aligned with the annotation rows"
+        )
+    # Values beyond the float32 range become inf in the cast and are reported as such.
+    return arrays.to_float32(array, path, "features", chunk_bytes=_CHECK_CHUNK_BYTES)
+
+
+def _keys(obj: Mapping) -> str:
+    keys = [str(k) for k in obj]
+    return ", ".join(keys[:10]) + (", ..." if len(keys) > 10 else "") if keys else "(none)"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,87 @@
+"""Verb and noun classes of captioned datasets (YouCook2, MSR-VTT), from their captions.
+
+Those datasets ship captions only; a clip's classes are the SYN classes (a
+`proxies.ClassMap`) of its captions' spaCy verbs and nouns, so EPIC-style class relevance,
+samplers and synthetic features work on them unchanged. `to_clips` turns captioned rows
+(`jaxsvr.annotations.captioned`) into a `Clips` table; `caption_classes` gives the classes
+of parsed captions (the test sentences).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxsvr.annotations.captioned import NO_VERB, CaptionedVideos
+from jaxsvr.annotations.class_sets import ClassSets
+from jaxsvr.annotations.epic100 import Clips
+from jaxsvr.nlp import captions as captions_lib
+
+
+def to_clips(
+    rows: CaptionedVideos,
+    class_map,
+    parsed: captions_lib.Parsed | None = None,
+    pipeline: str = captions_lib.DEFAULT_PIPELINE,
+    class_ids: dict[str, dict[object, int]] | None = None,
+    rho: float = 0.25,
+) -> Clips:
+    """One clip per distinct `clip_id`, with verb/noun classes derived from its captions.
+
+    A clip with several captions (MSR-VTT) takes its most frequent verb class (the first
+    seen on ties; `verb` is that caption's verb word) and the noun classes present in at
+    least `rho` of its captions, the paper's aggregation; its narration is its first
+    caption.
+
+    Args:
+      rows: captioned rows (one split).
+      class_map: a `proxies.ClassMap` (word -> class key).
+      parsed: the rows' parse, if already made (else spaCy `pipeline` runs).
+      class_ids: class key -> integer id per part of speech ("verb", "noun"), shared
+        across splits; new keys are added to it. Default: a fresh table.
+      rho: noun aggregation threshold for multi-caption clips.
+
+    Returns:
+      `Clips` in first-occurrence order of the clips; narration_id `{video}_{order}`.
+    """
+    parsed = parsed or captions_lib.parse(rows.caption, pipeline)
+    class_ids = class_ids if class_ids is not None else {}
+    verbs, nouns = caption_classes(parsed, class_map, class_ids)
+    _, groups = rows.clip_groups()
+    first = np.unique(groups, return_index=True)[1]  # groups are numbered by first row
+    by_group = np.split(np.argsort(groups, kind="stable"), np.cumsum(np.bincount(groups))[:-1])
+    clip_verbs, verb_words = [], []
+    for members in (m.tolist() for m in by_group):  # one pass, rows in order per clip
+        ids = [verbs[i] for i in members]
+        chosen = max(ids, key=lambda v: (ids.count(v), -ids.index(v)))
+        clip_verbs.append(chosen)
+        word = parsed.verbs[members[ids.index(chosen)]]
+        verb_words.append(word[0] if word else NO_VERB)
+    noun_sets = ClassSets.from_lists(nouns).aggregate(groups, rho)  # 1 caption: all kept
+    main = np.asarray([s[0] if s else -1 for s in noun_sets.tolist()], np.int32)
+    return Clips(
+        narration_id=[f"{rows.video_id[i]}_{rows.order[i]}" for i in first],
+        video_id=[rows.video_id[i] for i in first],
+        narration=[rows.caption[i] for i in first],
+        start_s=rows.start_s[first].copy(),
+        stop_s=rows.stop_s[first].copy(),
+        verb=verb_words,
+        nouns=[tuple(parsed.nouns[i]) for i in first],
+        verb_classes=ClassSets.from_labels(clip_verbs),
+        noun_classes=noun_sets,
+        noun_class=main,
+    )
+
+
+def caption_classes(parsed, class_map, class_ids: dict[str, dict[object, int]]):
+    """Per caption, its verb class id (its first verb's; "<none>" without a verb) and noun
+    class ids, numbering new class keys in `class_ids` ("verb" / "noun" tables)."""
+    verb_ids, noun_ids = class_ids.setdefault("verb", {}), class_ids.setdefault("noun", {})
+    verbs = [
+        verb_ids.setdefault(k[0] if k else NO_VERB, len(verb_ids))
+        for k in class_map.map(parsed, "verbs")
+    ]
+    nouns = [
+        [noun_ids.setdefault(k, len(noun_ids)) for k in keys]
+        for keys in class_map.map(parsed, "nouns")
+    ]
+    return verbs, nouns

@@ -1,0 +1,124 @@
+"""A dataset's relevance under `config.data.relevance`: test matrices and training positives.
+
+- `syn_class_map(data)`: the SYN classes of `config.data.syn_classes` ("" words, "wordnet"
+  Lesk synsets, or a folder of EPIC-style class CSVs); captioned datasets also take their
+  clip classes from it (`jaxsvr.annotations.captioned`).
+- `test_relevance`: [test clips, sentences] float32, the EPIC class relevance
+  (`proxy = "class"`) or a caption proxy (`jaxsvr.relevance.proxies`) with the paper's
+  S = 1 on own pairs: a sentence's own clip (`sentence_rows`), and for EPIC, whose sentence
+  file holds each distinct narration once, every clip narrated with that sentence. A clip
+  with several captions (MSR-VTT) aggregates them (`rho`).
+- `semantic_positives`: {j : S(i, j) >= T} over training clips (their first captions),
+  each clip itself included, as CSR, scored in row chunks (memory chunk x N).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from jaxsvr.annotations import epic100
+from jaxsvr.annotations.epic100 import Clips, Sentences
+from jaxsvr.errors import InputError
+from jaxsvr.nlp import captions, wordnet
+from jaxsvr.relevance import RelevanceIndex, class_relevance, proxies
+
+
+def syn_class_map(data) -> proxies.ClassMap:
+    """The class map of `config.data.syn_classes`: words, WordNet + Lesk, or class CSVs."""
+    if not data.syn_classes:
+        return proxies.ClassMap({}, {})
+    if data.syn_classes == "wordnet":
+        return proxies.ClassMap.lesk(wordnet.load())
+    folder = Path(data.syn_classes)
+    if not folder.is_dir():
+        raise InputError(
+            f"config.data.syn_classes={data.syn_classes!r} is not a folder: use '', 'wordnet' "
+            f"or a folder with {epic100.VERB_CLASSES} and {epic100.NOUN_CLASSES}"
+        )
+    return proxies.ClassMap.from_vocabs(
+        epic100.read_classes(folder / epic100.VERB_CLASSES),
+        epic100.read_classes(folder / epic100.NOUN_CLASSES),
+    )
+
+
+def test_relevance(data, clips: Clips, sents: Sentences, sent_rows, clip_texts) -> np.ndarray:
+    """[clips, sentences] float32: class relevance, or a proxy with S = 1 on own pairs.
+
+    Args:
+      clip_texts: (captions, clip index of each) when clips have several captions, else
+        None (each clip's narration).
+    """
+    r = data.relevance
+    if r.proxy == "class":
+        return class_relevance(
+            clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
+        )
+    texts, groups = clip_texts or (clips.narration, None)
+    score = _scorer(data)
+    rows = captions.parse(texts, data.spacy_pipeline)
+    cols = captions.parse(sents.narration, data.spacy_pipeline)
+    rel = proxies.relevance(score(rows, cols, groups), sent_rows)
+    if data.format == "epic100":  # a distinct narration is every clip's it narrates
+        ids = epic100.text_ids([*clips.narration, *sents.narration])
+        own = ids[: len(clips)][:, None] == ids[len(clips) :][None, :]
+        rel[own] = 1.0
+    logging.info("relevance: proxy %s (rho %.2f), S = 1 on own captions", r.proxy, r.rho)
+    return rel
+
+
+def semantic_positives(data, clips: Clips, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """Thresholded-triplet positives among training clips: CSR of {j : S(i, j) >= T},
+    each clip itself included, with S the test relevance kind (`config.data.relevance`)."""
+    n = len(clips)
+    if data.relevance.proxy == "class":
+        index = RelevanceIndex(clips.verb_classes, clips.noun_classes)
+        everyone = np.arange(n)
+
+        def rows_of(idx):
+            return index.matrix(idx, everyone)
+    else:
+        parsed = captions.parse(clips.narration, data.spacy_pipeline)
+        score = _scorer(data)
+
+        def rows_of(idx):
+            return score(parsed.take(idx.tolist()), parsed)
+
+    indptr, indices = proxies.threshold_pairs(rows_of, n, threshold)
+    logging.info(
+        "sampler: semantic positives S >= %.2f under %s: %.1f per clip on average",
+        threshold,
+        data.relevance.proxy,
+        indices.size / max(n, 1),
+    )
+    return indptr, indices
+
+
+def _scorer(data):
+    """(rows, cols, row_groups) -> the configured proxy; class map / WordNet built once."""
+    r = data.relevance
+    if r.proxy not in proxies.NAMES:
+        raise InputError(
+            f"unknown config.data.relevance.proxy {r.proxy!r}: use 'class' or one of "
+            f"{proxies.NAMES}"
+        )
+    if not 0.0 < r.rho <= 1.0:
+        raise InputError(f"config.data.relevance.rho={r.rho}: use a fraction in (0, 1]")
+    classes = syn_class_map(data) if r.proxy == "syn" else None
+    wn = wordnet.load() if r.proxy == "met" else None
+
+    def score(rows, cols, groups=None):
+        return proxies.compute(
+            r.proxy,
+            rows,
+            cols,
+            classes=classes,
+            wordnet=wn,
+            weights=tuple(r.weights),
+            row_groups=groups,
+            rho=r.rho,
+        )
+
+    return score

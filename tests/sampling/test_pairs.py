@@ -1,0 +1,66 @@
+"""Batches for batch losses: pure function of (seed, epoch, step), relevance matrices, and
+the EgoVLP-style pairing with a relevant caption."""
+
+import numpy as np
+import pytest
+
+from jaxsvr.annotations.class_sets import ClassSets
+from jaxsvr.errors import InputError
+from jaxsvr.relevance.levels import LevelRelevance
+from jaxsvr.sampling.pairs import PairSampler, epoch_order
+
+LEVELS = ("action", "verb", "noun")
+
+
+def relevance(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    verbs = ClassSets.from_labels(rng.integers(0, 8, n))
+    nouns = ClassSets.from_lists([sorted({int(a), int(b)}) for a, b in rng.integers(0, 12, (n, 2))])
+    return LevelRelevance(verbs, nouns)
+
+
+def test_own_pairing_batches():
+    rel = relevance()
+    sampler = PairSampler(rel, levels=LEVELS, seed=3)
+    b = sampler.batch(2, 1, 16)
+    np.testing.assert_array_equal(b["video_rows"], b["text_rows"])
+    np.testing.assert_array_equal(b["video_rows"], epoch_order(3, 2, 60)[16:32])
+    assert b["rel"].shape == (16, 3, 16) and b["rel"].dtype == np.float32
+    for i, level in enumerate(LEVELS):
+        np.testing.assert_array_equal(
+            b["rel"][:, i], rel.matrix(level, b["video_rows"], b["text_rows"])
+        )
+    assert sampler.steps_per_epoch(16) == 3
+    with pytest.raises(InputError, match="batch_size"):
+        sampler.steps_per_epoch(61)
+
+
+def test_pure_function_of_seed_epoch_step():
+    make = lambda seed: PairSampler(relevance(), levels=LEVELS, pairing="relevant", seed=seed)  # noqa: E731
+    a, b = make(0).batch(1, 2, 8), make(0).batch(1, 2, 8)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+    assert not np.array_equal(make(0).batch(1, 3, 8)["text_rows"], a["text_rows"])
+    assert not np.array_equal(make(1).batch(1, 2, 8)["video_rows"], a["video_rows"])
+
+
+def test_relevant_pairing_is_relevant_and_uniform():
+    # Clip 0 shares classes with exactly clips 1..4 (verb or noun); every other clip is
+    # unrelated, so its relevant set is {0, 1, 2, 3, 4} (itself included).
+    verbs = [0, 0, 5, 6, 0] + list(range(10, 55))
+    nouns = [[0], [7], [0], [0, 8], [9]] + [[20 + i] for i in range(45)]
+    rel = LevelRelevance(ClassSets.from_labels(verbs), ClassSets.from_lists(nouns))
+    sampler = PairSampler(rel, levels=("action",), pairing="relevant")
+    draws = sampler.relevant_captions(np.zeros(20000, np.int64), np.random.default_rng(0))
+    assert set(np.unique(draws)) == {0, 1, 2, 3, 4}
+    counts = np.bincount(draws, minlength=5)
+    np.testing.assert_allclose(counts / 20000, 0.2, atol=0.015)
+    # a clip related to nothing else is paired with its own caption
+    assert set(sampler.relevant_captions(np.full(50, 30), np.random.default_rng(1))) == {30}
+    b = sampler.batch(0, 0, 50)
+    assert np.all(b["rel"][np.arange(50), 0, np.arange(50)] > 0.1)
+
+
+def test_unknown_pairing():
+    with pytest.raises(InputError, match="pairing"):
+        PairSampler(relevance(), levels=LEVELS, pairing="random")
