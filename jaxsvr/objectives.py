@@ -36,12 +36,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from jaxsvr import losses
+from jaxsvr import losses, pipeline
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import windows
 from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, triplet_terms
-from jaxsvr.relevance import split_relevance as proxy_relevance
+from jaxsvr.relevance import split_relevance
 from jaxsvr.relevance.levels import LevelRelevance
 from jaxsvr.sampling import neighbours, triplets
 from jaxsvr.sampling import pairs as batches
@@ -117,7 +117,8 @@ def _semantic_positives(config, clips):
     n = len(clips)
     if kind == "instance":  # each clip's only positive is itself
         return np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int32)
-    return proxy_relevance.semantic_positives(config.data, clips, config.sampler.threshold)
+    spec = pipeline.relevance_spec(config.data)
+    return split_relevance.semantic_positives(spec, clips, config.sampler.threshold)
 
 
 class TripletObjective:

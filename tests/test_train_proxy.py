@@ -7,14 +7,13 @@ import numpy as np
 import pytest
 from train_runs import config
 
-from jaxsvr import train
+from jaxsvr import pipeline, train
 from jaxsvr.annotations import youcook2
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import splits as dataset
 from jaxsvr.nlp import captions
-from jaxsvr.relevance import proxies
-from jaxsvr.relevance import split_relevance as proxy_relevance
+from jaxsvr.relevance import proxies, split_relevance
 from jaxsvr.sampling import triplets
 
 
@@ -124,7 +123,9 @@ def test_semantic_positives_follow_the_threshold(tmp_path):
     clips = dataset.load(c.data).train.clips
     parsed = captions.parse(clips.narration)
     bow = proxies.bow(parsed)
-    indptr, indices = proxy_relevance.semantic_positives(c.data, clips, 0.5)
+    indptr, indices = split_relevance.semantic_positives(
+        pipeline.relevance_spec(c.data), clips, 0.5
+    )
     for i in range(len(clips)):
         want = sorted(set(np.flatnonzero(bow[i] >= 0.5)) | {i})
         assert indices[indptr[i] : indptr[i + 1]].tolist() == want

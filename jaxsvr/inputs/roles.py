@@ -27,7 +27,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from jaxsvr.errors import InputError
-from jaxsvr.inputs import text
 from jaxsvr.nlp.words import DEFAULT_PIPELINE, TOKEN, spacy_pipeline, tokenize
 
 ROLES = ("<none>", "V", "ARG0", "ARG1", "ARG2", "ARGM")

@@ -37,14 +37,14 @@ from pathlib import Path
 import ml_collections
 import numpy as np
 
+from jaxsvr import pipeline
 from jaxsvr.annotations import epic100, kitchen, msrvtt, youcook2
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.annotations.epic100 import Clips, Sentences
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import features, roles, synthetic, synthetic_text, text
 from jaxsvr.nlp import captions, words
-from jaxsvr.relevance import caption_classes
-from jaxsvr.relevance import split_relevance as proxy_relevance
+from jaxsvr.relevance import caption_classes, split_relevance
 
 CAPTIONED = {"youcook2": youcook2.read, "msrvtt": msrvtt.read}
 FORMATS = ("epic100", *CAPTIONED)
@@ -135,7 +135,9 @@ def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS
     logging.info("text: %d words in the vocabulary (from the training captions)", len(vocab))
 
     train_video, test_video = _features(data, train_clips, test_clips, num_verbs, num_nouns)
-    rel = proxy_relevance.test_relevance(data, test_clips, test_sents, sent_rows, clip_texts)
+    rel = split_relevance.test_relevance(
+        pipeline.relevance_spec(data), test_clips, test_sents, sent_rows, clip_texts
+    )
     train_text = {f: text.encode(train_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     test_text = {f: text.encode(test_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     if set(ROLE_FIELDS) & set(fields):
@@ -232,7 +234,7 @@ def _captioned(data):
     for name, part in (("train", train_rows), ("test or validation", test_rows)):
         if not len(part):
             raise InputError(f"{path}: no {name} captions: the file must hold both splits")
-    classes = proxy_relevance.syn_class_map(data)
+    classes = split_relevance.syn_class_map(data.syn_classes)
     ids: dict[str, dict] = {}
     train = caption_classes.to_clips(
         train_rows, classes, pipeline=data.spacy_pipeline, class_ids=ids
