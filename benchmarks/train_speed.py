@@ -16,7 +16,7 @@ device, the step gathers rows) and `host` (a background thread gathers the rows)
 
 `--host-gather-profile` times, without training, what `train.gather=host` does per step
 for JPoSE: gather the batch's feature rows (64 anchors x 61 rows of the EPIC train
-table, 3072-d float32: 48 MB) with `input_pipeline.gather_rows` into a fresh buffer, then
+table, 3072-d float32: 48 MB) with `model_inputs.gather_rows` into a fresh buffer, then
 copy them to the device (`parallel.global_batch`); medians over --repeats batches.
 """
 
@@ -65,8 +65,7 @@ def host_gather_profile(annotations: str, config: str, rows: int, repeats: int) 
     import jax
     import numpy as np
 
-    from jaxsvr import input_pipeline, parallel
-    from jaxsvr.inputs import splits as dataset
+    from jaxsvr import parallel, pipeline
 
     path, _, arg = config.partition(":")
     spec = importlib.util.spec_from_file_location("config", ROOT / path)
@@ -74,14 +73,14 @@ def host_gather_profile(annotations: str, config: str, rows: int, repeats: int) 
     spec.loader.exec_module(module)
     c = module.get_config(arg or None)
     c.data.annotations = annotations
-    video = dataset.load(c.data).train.video  # [N, D] float32
+    video = pipeline.load_splits(c.data).train.video  # [N, D] float32
     mesh = parallel.make_mesh()
     rng = np.random.default_rng(0)
     gather, copy = [], []
     for _ in range(repeats + 1):  # the first batch warms up
         batch_rows = rng.integers(0, len(video), rows)
         start = time.perf_counter()
-        host = input_pipeline.gather_rows(video, batch_rows)
+        host = model_inputs.gather_rows(video, batch_rows)
         mid = time.perf_counter()
         jax.block_until_ready(parallel.global_batch({"video": host}, mesh))
         gather.append(mid - start)

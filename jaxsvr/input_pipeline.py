@@ -2,8 +2,9 @@
 
 `BatchSource(step)` builds this process's share of batch `step` from the objective (a
 pure function of (seed, epoch, step)); with `gather="host"` it also gathers the model
-inputs (through context windows where the model has them). `Prefetch` runs a source on
-a background thread and puts its batches on the device mesh ahead of the train step.
+inputs (`jaxsvr.inputs.model_inputs`, through context windows where the model has
+them). `Prefetch` runs a source on a background thread and puts its batches on the device
+mesh ahead of the train step.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 import numpy as np
 
 from jaxsvr import parallel
+from jaxsvr.inputs.model_inputs import ModelInputs
 
 
 class BatchSource:
@@ -22,13 +24,12 @@ class BatchSource:
 
     gather="device": the objective's arrays (row indices, margins or relevance); the step
     gathers features and text inputs from tables that live on the devices (no per-step
-    host copies). gather="host": the inputs themselves are gathered here too, shaped like
-    their row indices (plus the window axis for inputs with context; for feature stores
-    too large to keep on the devices; memory-mapped files are read in ascending row order).
+    host copies). gather="host": the inputs themselves are gathered here too
+    (`ModelInputs.gather_host`: for feature stores too large to keep on the devices).
     """
 
-    def __init__(self, objective, inputs: dict, windows, batch_size, steps_per_epoch, gather):
-        self.objective, self.inputs, self.windows = objective, inputs, windows
+    def __init__(self, objective, inputs: ModelInputs, batch_size, steps_per_epoch, gather):
+        self.objective, self.inputs = objective, inputs
         self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
         self.gather = gather
         self.cut = parallel.process_slice(batch_size)
@@ -43,25 +44,8 @@ class BatchSource:
         batch = self.objective.host_batch(epoch, index, self.batch_size)
         batch = {k: v[self.cut] for k, v in batch.items()}
         if self.gather == "host":
-            for name, (key, row_key) in self.objective.gathers.items():
-                rows = batch[row_key]
-                if key in self.windows:  # [*rows, W] window rows
-                    rows = self.windows[key][rows]
-                table = self.inputs[key]
-                flat = gather_rows(table, rows.reshape(-1)) if key == "video" else table[rows]
-                batch[name] = flat.reshape(*rows.shape, *table.shape[1:])
+            batch.update(self.inputs.gather_host(self.objective.gathers, batch))
         return batch
-
-
-def gather_rows(video: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """video[rows] as float32. A memory-mapped store is read in ascending row order (disk
-    locality); an in-memory one with one np.take (half the time of the sorted path)."""
-    if not isinstance(video, np.memmap):
-        return np.take(video, rows, axis=0).astype(np.float32, copy=False)
-    order = np.argsort(rows, kind="stable")
-    out = np.empty((rows.size, *video.shape[1:]), np.float32)
-    out[order] = video[rows[order]]
-    return out
 
 
 class Prefetch:

@@ -1,14 +1,85 @@
-"""Composes the stages of a run from `config`: the only place a ConfigDict is read apart
-from the trainer, models and objectives.
+"""Composes the stages of a run from `config`, in the order the data flows.
 
-annotations -> relevance -> inputs -> sampling -> objective (see docs/architecture.md).
+    annotations  ->  relevance  ->  inputs  ->  sampling + objective  ->  (train loop)
+    config.data.format           config.data.*     config.loss / config.sampler
+
+1. Annotations (`jaxsvr.annotations`): `config.data.format` names the source in
+   `FORMATS`; "epic100" reads the EPIC-KITCHENS-100 CSVs of `config.data.annotations`, or
+   generates the built-in kitchen annotations when that is ""; "youcook2" / "msrvtt" read
+   the dataset's JSON file (the built-in data in YouCook2 form when "" for youcook2) and
+   class its clips by their captions (`jaxsvr.relevance.caption_classes`).
+2. Relevance (`jaxsvr.relevance`): the [test clips, sentences] matrix under
+   `relevance_spec(config.data)` (EPIC class relevance or a caption proxy).
+3. Inputs (`jaxsvr.inputs`): vocabulary, token ids, role graphs, caption and video
+   features of both splits (`splits.build`), then the model's view of them
+   (`ModelInputs`: tables, windows, gathering).
+4. The model (`jaxsvr.models`) and the objective (`jaxsvr.objectives`, which owns its
+   sampler from `jaxsvr.sampling`).
+
+Everything below reads explicit arguments; `config` is read here, in the trainer, and in
+the constructors of models and objectives.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+from pathlib import Path
+
 import ml_collections
 
+from jaxsvr import models, objectives
+from jaxsvr.annotations import load, msrvtt, youcook2
+from jaxsvr.annotations.load import Annotations
+from jaxsvr.errors import InputError
+from jaxsvr.inputs import splits as splits_lib
+from jaxsvr.inputs.model_inputs import ModelInputs
+from jaxsvr.relevance import caption_classes, split_relevance
 from jaxsvr.relevance.split_relevance import RelevanceSpec
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Run:
+    """What the trainer needs: the splits, the model, its objective and its train inputs."""
+
+    splits: splits_lib.Splits
+    model: object
+    objective: objectives.Objective
+    train_inputs: ModelInputs
+
+
+def build(config: ml_collections.ConfigDict) -> Run:
+    """Every stage of a run up to the train loop, from `config`."""
+    objectives.check_name(config)
+    fields = models.model_class(config.model.name).text_fields
+    splits = load_splits(config.data, fields)
+    from jaxsvr import config_checks  # the checks that need loaded data
+
+    config_checks.check_data(config, splits, fields)
+    model = models.build(config, len(splits.vocab), splits.video_dim, **splits.dims)
+    objective = objectives.build(config, splits.train, model)
+    train = splits.train
+    return Run(
+        splits, model, objective, ModelInputs.for_model(model, train.clips, train.video, train.text)
+    )
+
+
+def load_splits(
+    data: ml_collections.ConfigDict, fields=splits_lib.TOKEN_FIELDS
+) -> splits_lib.Splits:
+    """Annotations, test relevance and the inputs of both splits, as `config.data` says."""
+    ann = load_annotations(data)
+    relevance = split_relevance.test_relevance(
+        relevance_spec(data), ann.test, ann.sentences, ann.sentence_rows(), ann.clip_texts
+    )
+    return splits_lib.build(data, ann, relevance, fields)
+
+
+def load_annotations(data: ml_collections.ConfigDict) -> Annotations:
+    """The annotations `config.data.format` and `config.data.annotations` name."""
+    if data.format not in FORMATS:
+        raise InputError(f"unknown config.data.format {data.format!r}: use one of {tuple(FORMATS)}")
+    return FORMATS[data.format](data)
 
 
 def relevance_spec(data: ml_collections.ConfigDict) -> RelevanceSpec:
@@ -23,3 +94,36 @@ def relevance_spec(data: ml_collections.ConfigDict) -> RelevanceSpec:
         spacy_pipeline=data.spacy_pipeline,
         own_is_relevant=data.format == "epic100",
     )
+
+
+def _epic100(data) -> Annotations:
+    if data.annotations:
+        return load.epic100_folder(data.annotations, data.train_clips)
+    return load.builtin(data.num_videos, data.test_videos, data.clips_per_video, data.seed)
+
+
+def _captioned(data) -> Annotations:
+    path = Path(data.annotations)
+    if data.annotations:
+        logging.info("data: %s annotations from %s (classes from the captions)", data.format, path)
+        rows = CAPTIONED[data.format](path)
+    elif data.format == "youcook2":
+        ann = _epic100(data)
+        logging.info("data: the built-in kitchen annotations in YouCook2 form")
+        rows = youcook2.rows_from_clips(ann.train, ann.test)
+    else:
+        raise InputError(
+            f"config.data.annotations is empty: point it at the {data.format} JSON file "
+            "(built-in data exists for format 'youcook2' and 'epic100' only)"
+        )
+    train_rows = rows.select("train")
+    test_rows = rows.select("test") if "test" in rows.split else rows.select("val")
+    for name, part in (("train", train_rows), ("test or validation", test_rows)):
+        if not len(part):
+            raise InputError(f"{path}: no {name} captions: the file must hold both splits")
+    classes = split_relevance.syn_class_map(data.syn_classes)
+    return caption_classes.annotations(train_rows, test_rows, classes, data.spacy_pipeline)
+
+
+CAPTIONED = {"youcook2": youcook2.read, "msrvtt": msrvtt.read}
+FORMATS = {"epic100": _epic100, "youcook2": _captioned, "msrvtt": _captioned}

@@ -58,12 +58,12 @@ import ml_collections
 import numpy as np
 import optax
 
-from jaxsvr import config_checks, input_pipeline, models, objectives, optim, parallel, precision
+from jaxsvr import config_checks, input_pipeline, objectives, optim, parallel, pipeline, precision
 from jaxsvr.checkpoint import Checkpointer, all_finite
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
-from jaxsvr.inputs import splits as dataset
-from jaxsvr.inputs import text, windows
+from jaxsvr.inputs import text
+from jaxsvr.inputs.model_inputs import gather_device, test_inputs
 from jaxsvr.metric_writers import MetricWriter
 from jaxsvr.train_monitor import Timer, VanishedGradients
 from jaxsvr.workdir import Workdir, atomic_write, write_text
@@ -99,16 +99,12 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     lead = jax.process_index() == 0
     workdir = run_dir.path
     objectives.check_name(config)
-    positives = config.eval.positives
-    fields = models.model_class(config.model.name).text_fields
     mesh = parallel.make_mesh(config.mesh.data)
     batch_size = config.train.batch_size
     parallel.check_batch_size(batch_size, mesh)
 
-    data = dataset.load(config.data, fields)
-    config_checks.check_data(config, data, fields)
-    model = models.build(config, len(data.vocab), data.video_dim, **data.dims)
-    objective = objectives.build(config, data.train, model)
+    run = pipeline.build(config)
+    splits, model, objective = run.splits, run.model, run.objective
     steps_per_epoch = objective.steps_per_epoch(batch_size)
     total_steps = config.train.max_steps or config.train.num_epochs * steps_per_epoch
     tx = optim.build(config.optimizer, total_steps)
@@ -127,7 +123,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     )
 
     rep = parallel.replicated(mesh)
-    state = _init_state(config, model, tx, data, rep)
+    state = _init_state(config, model, tx, run, rep)
     state_sharding = jax.tree.map(lambda _: rep, state)
     # Every check passed: the run starts, under the workdir's lock. The restore comes
     # before config.json so that a checkpoint of another model (InputError) leaves it as is.
@@ -141,42 +137,33 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     restored = ckpt.restore(state)  # None: no usable checkpoint, scratch
     if lead:
         write_text(workdir / "config.json", config.to_json_best_effort(indent=1) + "\n")
-        write_text(workdir / "vocab.json", data.vocab.to_json() + "\n")
+        write_text(workdir / "vocab.json", splits.vocab.to_json() + "\n")
     resumed = restored is not None
     if resumed:
         state = restored
     start_step = int(jax.device_get(state.step))
     writer = MetricWriter(workdir, enabled=lead, resume_step=start_step if resumed else None)
-    context = dict(getattr(model, "windows", {}))  # input -> window half-width
-    test_windows = {k: windows.context_windows(data.test.clips, m) for k, m in context.items()}
-    test_text = dict(data.test.text)
-    if "caption" in test_windows:  # each sentence in the context of its clip's neighbours
-        rows = test_windows["caption"][data.test.sentence_rows]
-        test_text["caption"] = data.test.clip_captions[rows]
+    test_video, test_text, test_windows = test_inputs(model, splits.test)
+    narration = config.eval.positives == "narration"
     evaluator = RetrievalEvaluator(
         model,
-        data.test.video,
+        test_video,
         test_text,
-        data.test.relevance,
+        splits.test.relevance,
         mesh,
-        video_windows=test_windows.get("video"),
-        instance=data.test.instance_relevance() if positives == "narration" else None,
+        video_windows=test_windows,
+        instance=splits.test.instance_relevance() if narration else None,
         chunk=config.eval.chunk,
         text_chunk=config.eval.text_chunk,
         threshold=config.eval.threshold,
         backend=config.eval.backend,
     )
     gather = config.train.gather
-    inputs = {"video": data.train.video, **{f: data.train.text[f] for f in model.text_fields}}
-    train_windows = {k: windows.context_windows(data.train.clips, m) for k, m in context.items()}
     source = input_pipeline.BatchSource(
-        objective, inputs, train_windows, batch_size, steps_per_epoch, gather
+        objective, run.train_inputs, batch_size, steps_per_epoch, gather
     )
     if gather == "device":
-        tables = {
-            "inputs": {k: jax.device_put(np.asarray(v), rep) for k, v in inputs.items()},
-            "windows": {k: jax.device_put(w, rep) for k, w in train_windows.items()},
-        }
+        tables = run.train_inputs.device_tables(rep)
     elif gather == "host":
         tables = {}
     else:
@@ -228,19 +215,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
         final.update(timer.summary())
     writer.close()
     if lead:
-        _write_json(workdir / "metrics.json", final)
+        write_text(workdir / "metrics.json", json.dumps(final, indent=1) + "\n")
         logging.info("wrote %s", workdir / "metrics.json")
     return final
 
 
-def _init_state(config, model, tx, data, rep) -> TrainState:
-    context = dict(getattr(model, "windows", {}))
-    tables = {"video": data.train.video, **{f: data.train.text[f] for f in model.text_fields}}
-    dummy = {}
-    for key, table in tables.items():  # one row, or one window of 2m + 1 rows
-        window = (2 * context[key] + 1,) if key in context else ()
-        dtype = np.float32 if key == "video" else table.dtype
-        dummy[key] = np.zeros((1, *window, *table.shape[1:]), dtype)
+def _init_state(config, model, tx, run, rep) -> TrainState:
+    dummy = run.train_inputs.init_batch()  # one row, or one window of 2m + 1 rows
 
     @functools.partial(jax.jit, out_shardings=rep)
     def init(rng):
@@ -255,12 +236,12 @@ def _init_state(config, model, tx, data, rep) -> TrainState:
                 "unset it"
             )
         table, found = text.load_word_vectors(
-            config.data.word_vectors, data.vocab, model.word_dim, seed=config.seed
+            config.data.word_vectors, run.splits.vocab, model.word_dim, seed=config.seed
         )
         logging.info(
             "text: word vectors for %d of %d words from %s",
             found,
-            len(data.vocab),
+            len(run.splits.vocab),
             config.data.word_vectors,
         )
         params = flax.core.unfreeze(state.params)
@@ -281,17 +262,7 @@ def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, obje
     flattened to [rows, ...].
     """
     rng = jax.random.fold_in(jax.random.key(seed), state.step)
-    inputs = {}
-    for name, (key, row_key) in objective.gathers.items():
-        rows = batch[row_key]
-        if tables:
-            flat = rows.reshape(-1)
-            window = tables["windows"].get(key)
-            index = flat if window is None else jnp.take(window, flat, axis=0).reshape(-1)
-            x = jnp.take(tables["inputs"][key], index, axis=0)
-            inputs[name] = x if window is None else x.reshape(flat.size, -1, *x.shape[1:])
-        else:
-            inputs[name] = batch[name].reshape(rows.size, *batch[name].shape[rows.ndim :])
+    inputs = gather_device(tables, objective.gathers, batch)
 
     def loss_fn(params):
         return objective.loss(model, params, inputs, batch, rng)
@@ -372,8 +343,7 @@ def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) ->
 
 
 def _write_npy(path: Path, array: np.ndarray) -> None:
-    """Writes float32 .npy atomically (a temporary file renamed into place), with the
-    usual mode (0666 minus the umask)."""
+    """Writes float32 .npy whole (`workdir.atomic_write`)."""
     atomic_write(path, lambda f: np.save(f, np.asarray(array, np.float32)))
 
 
@@ -387,9 +357,3 @@ def _previous_summary(path: Path) -> dict | None:
         }
     except (OSError, ValueError, TypeError, KeyError):
         return None
-
-
-def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n")
-    tmp.replace(path)

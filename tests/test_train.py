@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from train_runs import config, train_losses
 
-from jaxsvr import input_pipeline, train
+from jaxsvr import train
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import evaluate
+from jaxsvr.inputs import model_inputs
 
 SHORT = dict(train__num_epochs=2, eval__every_epochs=2)
 # Long enough to learn on the built-in data (20 train videos x 20 clips, 250 steps of 16
@@ -81,11 +82,12 @@ def test_spacy_verb_and_noun_words(tmp_path):
 
 
 def test_word_vectors_initialise_the_word_table(tmp_path):
-    from jaxsvr.inputs import splits as dataset
+    from jaxsvr import pipeline
     from jaxsvr.inputs import text
 
     c = config(model__word_dim=3)
-    data = dataset.load(c.data)
+    run = pipeline.build(c)
+    data = run.splits
     words = [w for w in data.vocab.words[2:6]]
     path = tmp_path / "vectors.txt"
     path.write_text("".join(f"{w} {i} {i + 0.5} {-i}\n" for i, w in enumerate(words)))
@@ -95,11 +97,10 @@ def test_word_vectors_initialise_the_word_table(tmp_path):
     import jax
     import optax
 
-    from jaxsvr import models, parallel
+    from jaxsvr import parallel
 
-    model = models.build(c, len(data.vocab), data.video_dim)
     rep = parallel.replicated(parallel.make_mesh())
-    state = train._init_state(c, model, optax.sgd(0.1), data, rep)
+    state = train._init_state(c, run.model, optax.sgd(0.1), run, rep)
     got = np.asarray(jax.device_get(state.params["params"]["words"]["table"]["embedding"]))
     np.testing.assert_array_equal(got, table)
     np.testing.assert_array_equal(got[data.vocab.id(words[1])], [1, 1.5, -1])
@@ -145,7 +146,7 @@ def test_host_gather_rows_memmap_and_in_memory(tmp_path):
     np.save(tmp_path / "v.npy", video)
     rows = np.array([7, 3, 7, 49, 0, 3])
     for store in (video, np.load(tmp_path / "v.npy", mmap_mode="r")):
-        got = input_pipeline.gather_rows(store, rows)
+        got = model_inputs.gather_rows(store, rows)
         assert got.dtype == np.float32 and not isinstance(got, np.memmap)
         np.testing.assert_array_equal(got, video[rows])
 

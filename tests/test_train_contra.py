@@ -8,11 +8,10 @@ import pytest
 from reference_losses import cross_modal_nce, neighbour_nce, uniformity
 from train_runs import config, jsonl
 
-from jaxsvr import models, objectives, parallel, train
+from jaxsvr import models, objectives, parallel, pipeline, train
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import evaluate
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
-from jaxsvr.inputs import splits as dataset
 from jaxsvr.inputs import windows
 
 ONE = dict(train__num_epochs=1, eval__every_epochs=1)
@@ -27,7 +26,7 @@ def embed(model, params, inputs):
 @pytest.mark.parametrize("context", ["clip", "text", "both", "none"])
 def test_objective_terms_match_the_reference(context):
     c = config("epic_contra", f"context={context},m=2,runlocal", model__dropout=0.0)
-    data = dataset.load(c.data, ("caption",))
+    data = pipeline.load_splits(c.data, ("caption",))
     model = models.build(c, len(data.vocab), data.video_dim)
     objective = objectives.build(c, data.train, model)
     batch = objective.host_batch(epoch=1, step=2, batch_size=16)
@@ -72,7 +71,7 @@ def test_objective_terms_match_the_reference(context):
 
 def test_neighbour_batches_are_a_pure_function_of_seed_epoch_step():
     c = config("epic_contra", "runlocal")
-    data = dataset.load(c.data, ("caption",))
+    data = pipeline.load_splits(c.data, ("caption",))
     model = models.build(c, len(data.vocab), data.video_dim)
     objective = objectives.build(c, data.train, model)
     a, b = (objective.host_batch(3, 1, 16) for _ in range(2))
@@ -100,7 +99,7 @@ def test_training_with_both_contexts_and_instance_metrics(tmp_path):
 
 
 def test_instance_relevance_marks_each_sentences_own_clips():
-    data = dataset.load(config("epic_contra", "runlocal").data, ("caption",))
+    data = pipeline.load_splits(config("epic_contra", "runlocal").data, ("caption",))
     test = data.test
     inst = test.instance_relevance()
     assert inst.shape == test.relevance.shape
@@ -187,7 +186,7 @@ def test_evaluator_gathers_windows_across_chunks():
     """Clip windows and windowed sentences, chunked (chunk 8 over 60 clips, the last
     chunk padded), equal the embeddings of the whole windowed arrays at once."""
     c = config("epic_contra", "context=both,m=2,runlocal")
-    data = dataset.load(c.data, ("caption",))
+    data = pipeline.load_splits(c.data, ("caption",))
     model = models.build(c, len(data.vocab), data.video_dim)
     test = data.test
     w = windows.context_windows(test.clips, 2)

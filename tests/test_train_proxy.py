@@ -11,7 +11,6 @@ from jaxsvr import pipeline, train
 from jaxsvr.annotations import youcook2
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
-from jaxsvr.inputs import splits as dataset
 from jaxsvr.nlp import captions
 from jaxsvr.relevance import proxies, split_relevance
 from jaxsvr.sampling import triplets
@@ -57,7 +56,7 @@ def test_semantic_sampler_draws_inside_and_outside_the_threshold():
 
 def test_builtin_youcook2_form_and_proxy_relevance():
     c = config("youcook2_mme", "proxy=bow,runlocal")
-    data = dataset.load(c.data)
+    data = pipeline.load_splits(c.data)
     test = data.test
     assert test.relevance.shape == (len(test.clips), len(test.sentence_rows))
     own = test.relevance[test.sentence_rows, np.arange(len(test.sentence_rows))]
@@ -95,20 +94,20 @@ def test_youcook2_file_multi_caption_and_errors(tmp_path):
     youcook2.write(obj, path)
     c = config("youcook2_mme", "proxy=pos,runlocal")
     c.data.annotations = str(path)
-    data = dataset.load(c.data)
+    data = pipeline.load_splits(c.data)
     assert len(data.train.clips) == 3 and len(data.test.clips) == 2
     np.testing.assert_allclose(data.test.relevance, [[1.0, 0.0], [0.0, 1.0]])
     obj["database"]["b"]["subset"] = "training"
     youcook2.write(obj, path)
     with pytest.raises(InputError, match="no test or validation captions"):
-        dataset.load(c.data)
+        pipeline.load_splits(c.data)
     c.data.format = "msrvtt"
     c.data.annotations = ""
     with pytest.raises(InputError, match="annotations is empty"):
-        dataset.load(c.data)
+        pipeline.load_splits(c.data)
     c.data.format = "youtube"
     with pytest.raises(InputError, match="unknown config.data.format 'youtube'"):
-        dataset.load(c.data)
+        pipeline.load_splits(c.data)
 
 
 @pytest.mark.parametrize("arg", ["proxy=syn,t=0.4,runlocal", "instance,runlocal"])
@@ -120,7 +119,7 @@ def test_youcook2_mme_trains(arg, tmp_path):
 
 def test_semantic_positives_follow_the_threshold(tmp_path):
     c = config("youcook2_mme", "proxy=bow,runlocal")
-    clips = dataset.load(c.data).train.clips
+    clips = pipeline.load_splits(c.data).train.clips
     parsed = captions.parse(clips.narration)
     bow = proxies.bow(parsed)
     indptr, indices = split_relevance.semantic_positives(
@@ -138,7 +137,7 @@ def test_semantic_positives_follow_the_threshold(tmp_path):
 def test_youcook2_contra_windows_over_recipe_steps(tmp_path):
     c = config("youcook2_contra", "m=1,runlocal", train__num_epochs=1)
     assert c.data.format == "youcook2"
-    data = dataset.load(c.data)
+    data = pipeline.load_splits(c.data)
     order = [r.tolist() for r in data.train.clips.video_clips().values()]
     assert order[0] == list(range(len(order[0])))  # segments in time order, as stored
     m = train.train_and_evaluate(c, tmp_path)

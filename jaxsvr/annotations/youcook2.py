@@ -43,9 +43,7 @@ def parse(data, path: str | Path = "<annotations>", val_as_test: bool = True) ->
     database = data.get("database") if isinstance(data, dict) else None
     if not isinstance(database, dict):
         raise InputError(f"{path}: no 'database' object: expected YouCook2's annotation JSON")
-    cols: dict[str, list] = {
-        k: [] for k in ("clip", "video", "caption", "split", "start", "stop", "order")
-    }
+    videos = []
     for vid, entry in database.items():
         where = f"{path}: video {vid}"
         if not isinstance(entry, dict):
@@ -64,6 +62,36 @@ def parse(data, path: str | Path = "<annotations>", val_as_test: bool = True) ->
         dup = next((i for i in ids if ids.count(i) > 1), None)
         if dup is not None:
             raise InputError(f"{where}: two annotations have id {dup}: ids must be unique")
+        videos.append((vid, split, segments))
+    if not any(segments for _, _, segments in videos):
+        raise InputError(f"{path}: no annotated segments")
+    return _rows(videos)
+
+
+def rows_from_clips(train: Clips, test: Clips) -> CaptionedVideos:
+    """The rows `parse(from_clips(train, test))` gives, built directly: the built-in
+    kitchen data in YouCook2 form (test videos are "validation", read as the test split)."""
+    videos = []
+    for split, subset, clips in (("train", "training", train), ("test", "validation", test)):
+        for vid, rows in clips.video_clips().items():
+            segments = []
+            for k, r in enumerate(rows.tolist()):
+                start = float(clips.start_s[r])
+                sentence = clips.narration[r].strip()
+                if not sentence:
+                    raise InputError(f"clip {clips.narration_id[r]}: empty narration")
+                segments.append((start, float(max(clips.stop_s[r], start)), k, sentence))
+            videos.append((f"{subset}-{vid}", split, segments))
+    return _rows(videos)
+
+
+def _rows(videos) -> CaptionedVideos:
+    """Rows of (video id, split, [(start, stop, id, sentence)]) videos, each video's
+    segments by start time (`order` = position after that sort)."""
+    cols: dict[str, list] = {
+        k: [] for k in ("clip", "video", "caption", "split", "start", "stop", "order")
+    }
+    for vid, split, segments in videos:
         for order, (start, stop, ann_id, sentence) in enumerate(
             sorted(segments, key=lambda s: s[0])
         ):
@@ -74,8 +102,6 @@ def parse(data, path: str | Path = "<annotations>", val_as_test: bool = True) ->
             cols["start"].append(start)
             cols["stop"].append(stop)
             cols["order"].append(order)
-    if not cols["caption"]:
-        raise InputError(f"{path}: no annotated segments")
     return CaptionedVideos(
         clip_id=cols["clip"],
         video_id=cols["video"],

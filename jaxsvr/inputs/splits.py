@@ -1,31 +1,22 @@
-"""Assembles the train and test splits a trainer needs from `config.data`.
+"""The train and test splits as model inputs: `build(config.data, annotations, relevance)`.
 
-Sources, in the order the first log lines report them:
-- annotations: `config.data.annotations` = an EPIC-KITCHENS-100 folder (train:
-  `config.data.train_clips`, default `EPIC_100_uda_source_train.csv`; test:
-  `EPIC_100_retrieval_test.csv` clips x `EPIC_100_retrieval_test_sentence.csv` sentences),
-  or "" for the built-in synthetic kitchen annotations (`jaxsvr.annotations.kitchen`, nothing
-  downloaded); with `config.data.format` = "youcook2" / "msrvtt", the dataset's JSON file
-  (`jaxsvr.annotations.captioned`): clips get verb/noun classes from their captions
-  (`config.data.syn_classes`), test sentences are the test (or, without test rows,
-  validation) captions;
-- features: `config.data.features` = a folder of real features (`jaxsvr.inputs.features`), or
-  "" for synthetic features from the class structure (`jaxsvr.inputs.synthetic`);
+From the run's `Annotations` (`jaxsvr.annotations`) and its test relevance
+(`jaxsvr.relevance`), as `config.data` (this stage's config section) says:
+- video features: `config.data.features` = a folder of real features
+  (`jaxsvr.inputs.features`), or "" for synthetic features from the class structure
+  (`jaxsvr.inputs.synthetic`);
 - text: a vocabulary built from the training captions and their verb/noun words
-  (`jaxsvr.inputs.text`); verb and noun words come from the annotation columns, or from a spaCy
-  parse when `config.data.pos_source = "spacy"`. Only the text inputs the model reads
-  (`Model.text_fields`) are built beyond the token ids: role graphs (`jaxsvr.inputs.roles`,
-  HGR; from the columns or spaCy likewise) and frozen caption features `text_feature`
-  (heads): `{train,test}_text.npy|npz` in the features folder when `config.data.features`
-  is set (then required), else synthetic ones from `jaxsvr.inputs.synthetic_text`.
+  (`jaxsvr.inputs.text`); verb and noun words come from the annotation columns, or from a
+  spaCy parse when `config.data.pos_source = "spacy"` (`jaxsvr.nlp.words`). Only the text
+  inputs the model reads (`Model.text_fields`) are built beyond the token ids: role graphs
+  (`jaxsvr.inputs.roles`, HGR; from the columns or spaCy likewise) and frozen caption
+  features `text_feature` (heads): `{train,test}_text.npy|npz` in the features folder when
+  `config.data.features` is set (then required), else synthetic ones from
+  `jaxsvr.inputs.synthetic_text`.
 
 Train rows are clips: clip i's video features and its own narration form pair i (a
 multi-caption MSR-VTT video trains with its first caption). Test rows are clips (videos)
-and sentences (texts), with the relevance between them: EPIC class relevance, or with
-`config.data.relevance.proxy` a caption proxy (`jaxsvr.relevance.proxies`; a clip with
-several captions aggregates them), S = 1 where the sentence is the clip's own caption.
-(`jaxsvr.relevance.split_relevance`, which also gives thresholded-triplet positives under the
-same relevance).
+and sentences (texts), with the relevance between them.
 """
 
 from __future__ import annotations
@@ -37,14 +28,12 @@ from pathlib import Path
 import ml_collections
 import numpy as np
 
-from jaxsvr import pipeline
-from jaxsvr.annotations import epic100, kitchen, msrvtt, youcook2
-from jaxsvr.annotations.class_sets import ClassSets
-from jaxsvr.annotations.epic100 import Clips, Sentences
+from jaxsvr.annotations import epic100, msrvtt, youcook2
+from jaxsvr.annotations.epic100 import Clips
+from jaxsvr.annotations.load import Annotations
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import features, roles, synthetic, synthetic_text, text
-from jaxsvr.nlp import captions, words
-from jaxsvr.relevance import caption_classes, split_relevance
+from jaxsvr.nlp import words
 
 CAPTIONED = {"youcook2": youcook2.read, "msrvtt": msrvtt.read}
 FORMATS = ("epic100", *CAPTIONED)
@@ -82,7 +71,7 @@ class TestSplit:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class RetrievalData:
+class Splits:
     train: TrainSplit
     test: TestSplit
     vocab: text.Vocabulary
@@ -105,19 +94,27 @@ class RetrievalData:
         return out
 
 
-def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS) -> RetrievalData:
-    """Reads or generates both splits as `config.data` says, logging what it uses.
+def build(
+    data: ml_collections.ConfigDict,
+    ann: Annotations,
+    relevance: np.ndarray,
+    fields: tuple[str, ...] = TOKEN_FIELDS,
+) -> Splits:
+    """The model inputs of both splits from the annotations, as `config.data` says.
 
     Args:
-      data: `config.data`.
+      data: `config.data` (text lengths, vocabulary, features; the inputs stage's section).
+      ann: the run's annotations.
+      relevance: [test clips, sentences] float32 test relevance (the relevance stage).
       fields: the text inputs the model reads; token ids are always built.
     """
     unknown = set(fields) - {*TOKEN_FIELDS, *ROLE_FIELDS, FEATURE_FIELD}
     if unknown:
         raise ValueError(f"unknown text fields {sorted(unknown)}")
-    train_clips, test_clips, test_sents, num_verbs, num_nouns, clip_texts = _annotations(data)
+    train_clips, test_clips, test_sents = ann.train, ann.test, ann.sentences
+    num_verbs, num_nouns = ann.num_verbs, ann.num_nouns
     train_words = _pos_words(train_clips.narration, train_clips.verb, train_clips.nouns, data)
-    sent_rows = _sentence_rows(test_clips, test_sents.narration_id)
+    sent_rows = ann.sentence_rows()
     test_words = _pos_words(
         test_sents.narration,
         [test_clips.verb[r] for r in sent_rows],
@@ -135,9 +132,7 @@ def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS
     logging.info("text: %d words in the vocabulary (from the training captions)", len(vocab))
 
     train_video, test_video = _features(data, train_clips, test_clips, num_verbs, num_nouns)
-    rel = split_relevance.test_relevance(
-        pipeline.relevance_spec(data), test_clips, test_sents, sent_rows, clip_texts
-    )
+    rel = relevance
     train_text = {f: text.encode(train_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     test_text = {f: text.encode(test_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     if set(ROLE_FIELDS) & set(fields):
@@ -158,7 +153,7 @@ def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS
     clip_captions = text.encode(
         [words.tokenize(c) for c in test_clips.narration], vocab, lengths["caption"]
     )
-    test = TestSplit(test_video, test_text, rel, test_clips, np.asarray(sent_rows), clip_captions)
+    test = TestSplit(test_video, test_text, rel, test_clips, sent_rows, clip_captions)
     logging.info(
         "data: train %d clips; test %d clips x %d sentences (relevance mean %.4f); "
         "video features %s",
@@ -168,112 +163,7 @@ def load(data: ml_collections.ConfigDict, fields: tuple[str, ...] = TOKEN_FIELDS
         rel.mean(dtype=np.float64),
         "x".join(map(str, train_video.shape[1:])),
     )
-    return RetrievalData(train, test, vocab, num_verbs, num_nouns)
-
-
-def _annotations(data):
-    """(train clips, test clips, test sentences, verb classes, noun classes, the captions
-    of the test clips with their clip index (None: one caption each, the narration))."""
-    if data.format in CAPTIONED:
-        return _captioned(data)
-    if data.format != "epic100":
-        raise InputError(f"unknown config.data.format {data.format!r}: use one of {FORMATS}")
-    return (*_epic_or_builtin(data), None)
-
-
-def _epic_or_builtin(data):
-    if data.annotations:
-        root = Path(data.annotations)
-        if not root.is_dir():
-            raise InputError(
-                f"annotation folder {root} {'is a file' if root.exists() else 'not found'} "
-                "(config.data.annotations): point it at "
-                "the EPIC-KITCHENS-100 CSVs, or set it to '' for the built-in synthetic data"
-            )
-        logging.info("data: EPIC-KITCHENS-100 annotations from %s", root)
-        # Class tables first (when present): the clips' class ids must index them.
-        sizes = {
-            "num_verbs": _table_size(root / epic100.VERB_CLASSES),
-            "num_nouns": _table_size(root / epic100.NOUN_CLASSES),
-        }
-        train = epic100.read_clips(root / data.train_clips, **sizes)
-        test = epic100.read_clips(root / epic100.TEST_CLIPS, **sizes)
-        sents = epic100.read_sentences(root / epic100.TEST_SENTENCES, test)
-        num_verbs = _num_classes(sizes["num_verbs"], train.verb_classes, test.verb_classes)
-        num_nouns = _num_classes(sizes["num_nouns"], train.noun_classes, test.noun_classes)
-        return train, test, sents, num_verbs, num_nouns
-    logging.info(
-        "data: built-in synthetic kitchen annotations (train %d videos, test %d videos, "
-        "%d clips each; seed %d); nothing is downloaded",
-        data.num_videos,
-        data.test_videos,
-        data.clips_per_video,
-        data.seed,
-    )
-    train, _ = kitchen.generate(data.num_videos, data.clips_per_video, data.seed, split="train")
-    test, sents = kitchen.generate(data.test_videos, data.clips_per_video, data.seed, split="test")
-    return train, test, sents, len(kitchen.VERBS), len(kitchen.NOUNS)
-
-
-def _captioned(data):
-    path = Path(data.annotations)
-    if data.annotations:
-        logging.info("data: %s annotations from %s (classes from the captions)", data.format, path)
-        rows = CAPTIONED[data.format](path)
-    elif data.format == "youcook2":
-        train, test, *_ = _epic_or_builtin(data)
-        logging.info("data: the built-in kitchen annotations in YouCook2 form")
-        rows = youcook2.parse(youcook2.from_clips(train, test))
-    else:
-        raise InputError(
-            f"config.data.annotations is empty: point it at the {data.format} JSON file "
-            "(built-in data exists for format 'youcook2' and 'epic100' only)"
-        )
-    train_rows = rows.select("train")
-    test_rows = rows.select("test") if "test" in rows.split else rows.select("val")
-    for name, part in (("train", train_rows), ("test or validation", test_rows)):
-        if not len(part):
-            raise InputError(f"{path}: no {name} captions: the file must hold both splits")
-    classes = split_relevance.syn_class_map(data.syn_classes)
-    ids: dict[str, dict] = {}
-    train = caption_classes.to_clips(
-        train_rows, classes, pipeline=data.spacy_pipeline, class_ids=ids
-    )
-    parsed_test = captions.parse(test_rows.caption, data.spacy_pipeline)
-    test = caption_classes.to_clips(test_rows, classes, parsed_test, class_ids=ids)
-    verbs, nouns = caption_classes.caption_classes(parsed_test, classes, ids)
-    _, groups = test_rows.clip_groups()
-    sents = Sentences(
-        narration_id=[test.narration_id[g] for g in groups],
-        narration=list(test_rows.caption),
-        verb_classes=ClassSets.from_labels(verbs),
-        noun_classes=ClassSets.from_lists(nouns),
-    )
-    multi = len(groups) > len(test)
-    clip_texts = (list(test_rows.caption), groups) if multi else None
-    return train, test, sents, len(ids["verb"]), len(ids["noun"]), clip_texts
-
-
-def _table_size(path: Path) -> int | None:
-    """Number of classes in an EPIC class CSV, or None when the folder has none."""
-    return len(epic100.read_classes(path)) if path.is_file() else None
-
-
-def _num_classes(table_size: int | None, *sets: ClassSets) -> int:
-    seen = max(int(s.indices.max(initial=-1)) for s in sets) + 1
-    return seen if table_size is None else max(table_size, seen)
-
-
-def _sentence_rows(clips: Clips, narration_ids: list[str]) -> list[int]:
-    """The clip row of each sentence (same narration_id): its verb/noun columns."""
-    row = {nid: i for i, nid in enumerate(clips.narration_id)}
-    missing = [nid for nid in narration_ids if nid not in row]
-    if missing:
-        raise InputError(
-            f"test sentence {missing[0]} has no clip with that narration_id "
-            f"({len(missing)} such sentences): the sentence and clip files must match"
-        )
-    return [row[nid] for nid in narration_ids]
+    return Splits(train, test, vocab, num_verbs, num_nouns)
 
 
 def _pos_words(captions, verbs, nouns, data) -> dict[str, list[list[str]]]:

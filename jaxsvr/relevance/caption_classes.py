@@ -13,7 +13,8 @@ import numpy as np
 
 from jaxsvr.annotations.captioned import NO_VERB, CaptionedVideos
 from jaxsvr.annotations.class_sets import ClassSets
-from jaxsvr.annotations.epic100 import Clips
+from jaxsvr.annotations.epic100 import Clips, Sentences
+from jaxsvr.annotations.load import Annotations
 from jaxsvr.nlp import captions as captions_lib
 
 
@@ -85,3 +86,26 @@ def caption_classes(parsed, class_map, class_ids: dict[str, dict[object, int]]):
         for keys in class_map.map(parsed, "nouns")
     ]
     return verbs, nouns
+
+
+def annotations(
+    train_rows: CaptionedVideos, test_rows: CaptionedVideos, class_map, pipeline: str
+) -> Annotations:
+    """`Annotations` of a captioned dataset: clips classed by their captions' SYN classes
+    (`class_map`), test sentences = the test captions (a multi-caption clip keeps them all
+    in `clip_texts`); class ids are numbered over train and test together."""
+    ids: dict[str, dict] = {}
+    train = to_clips(train_rows, class_map, pipeline=pipeline, class_ids=ids)
+    parsed_test = captions_lib.parse(test_rows.caption, pipeline)
+    test = to_clips(test_rows, class_map, parsed_test, class_ids=ids)
+    verbs, nouns = caption_classes(parsed_test, class_map, ids)
+    _, groups = test_rows.clip_groups()
+    sents = Sentences(
+        narration_id=[test.narration_id[g] for g in groups],
+        narration=list(test_rows.caption),
+        verb_classes=ClassSets.from_labels(verbs),
+        noun_classes=ClassSets.from_lists(nouns),
+    )
+    multi = len(groups) > len(test)
+    clip_texts = (list(test_rows.caption), groups) if multi else None
+    return Annotations(train, test, sents, len(ids["verb"]), len(ids["noun"]), clip_texts)
