@@ -66,6 +66,7 @@ def host_gather_profile(annotations: str, config: str, rows: int, repeats: int) 
     import numpy as np
 
     from jaxsvr import parallel, pipeline
+    from jaxsvr.inputs import model_inputs
 
     path, _, arg = config.partition(":")
     spec = importlib.util.spec_from_file_location("config", ROOT / path)

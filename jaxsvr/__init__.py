@@ -1,8 +1,9 @@
 """jaxsvr: semantic-similarity video retrieval in JAX/Flax.
 
-Host-side relevance (`jaxsvr.relevance`), EK-100 evaluation (`jaxsvr.evaluation`), data and
-synthetic features (`jaxsvr.data`), models (`jaxsvr.models`), losses (`jaxsvr.losses`) and
-the trainer (`jaxsvr.train`, entry point `python -m jaxsvr.main`).
+The folders follow the data flow (docs/architecture.md): `files` and `nlp` (shared
+readers and words) -> `annotations` -> `relevance` -> `inputs` -> `sampling` ->
+`objectives` (over `models` and `losses`) -> `evaluation`; `pipeline` composes them from
+the config and `train` runs the loop (entry point `python -m jaxsvr.main`).
 """
 
 __version__ = "0.1.0"

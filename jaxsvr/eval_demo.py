@@ -25,6 +25,7 @@ import numpy as np
 from jaxsvr.annotations import epic100, kitchen
 from jaxsvr.evaluation import evaluate
 from jaxsvr.relevance import class_relevance
+from jaxsvr.workdir import write_text
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, dict]:
@@ -79,9 +80,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, dict]:
             m["seconds"],
         )
     path = workdir / "metrics.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n")
-    tmp.replace(path)
+    write_text(path, json.dumps(results, indent=1) + "\n")
     logging.info("wrote %s", path)
     return results
 

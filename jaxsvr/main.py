@@ -33,12 +33,15 @@ EXIT_DIVERGED, EXIT_BAD_INPUT = 1, 2
 def main(argv: list[str]) -> None:
     logging.getLogger().setLevel(logging.INFO)
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_quiet_orbax)
+        handler.addFilter(_quiet_libraries)
     from jaxsvr import workdir
     from jaxsvr.errors import InputError
     from jaxsvr.train import TrainingDiverged
 
     config = _CONFIG.value
+    logging.info(
+        "jaxsvr %s: config %s, workdir %s", config.job, _config_arg(sys.argv), _WORKDIR.value
+    )
     try:
         workdir.check(_WORKDIR.value)
         if config.job == "train":
@@ -57,9 +60,15 @@ def main(argv: list[str]) -> None:
         _fail(EXIT_DIVERGED, str(e))
 
 
-def _quiet_orbax(record: logging.LogRecord) -> bool:
-    """Drops orbax's per-save INFO chatter; its warnings and errors still show."""
-    return record.levelno > logging.INFO or "orbax" not in record.pathname
+def _quiet_libraries(record: logging.LogRecord) -> bool:
+    """Drops INFO chatter a user cannot act on: orbax's per-save lines, and JAX's backend
+    probes ("Unable to initialize backend 'tpu': ... libtpu.so", which reads like a failure
+    on every machine without that backend). Warnings and errors still show."""
+    if record.levelno > logging.INFO:
+        return True
+    if "orbax" in record.pathname:
+        return False
+    return not record.getMessage().startswith("Unable to initialize backend")
 
 
 def _fail(code: int, message: str) -> None:
@@ -118,14 +127,19 @@ def _parse_flags(argv: list[str]) -> list[str]:
     return rest
 
 
-def _config_path(argv: list[str]) -> str:
-    """The file of `--config=PATH[:ARG]` or `--config PATH[:ARG]` in `argv`."""
+def _config_arg(argv: list[str]) -> str:
+    """The value of `--config=PATH[:ARG]` (or `--config PATH[:ARG]`) in `argv`."""
     for i, arg in enumerate(argv):
         if arg.startswith("--config="):
-            return arg.removeprefix("--config=").split(":", 1)[0]
+            return arg.removeprefix("--config=")
         if arg == "--config" and i + 1 < len(argv):
-            return argv[i + 1].split(":", 1)[0]
+            return argv[i + 1]
     return ""
+
+
+def _config_path(argv: list[str]) -> str:
+    """The file of `--config=PATH[:ARG]` or `--config PATH[:ARG]` in `argv`."""
+    return _config_arg(argv).split(":", 1)[0]
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """`train_and_evaluate(config, workdir)`: the trainer every jaxsvr model uses.
 
-1. Data (`jaxsvr.inputs.splits`): train clips with video features and the text inputs the
-   model reads (caption tokens, role graphs, frozen caption features); the test split
-   with its class relevance. The first log lines say where everything comes from.
-2. Mesh (`jaxsvr.parallel`): every device on one `data` axis by default; the train state is
-   replicated, batches are split over `data`.
+1. Mesh (`jaxsvr.parallel`): every device on one `data` axis by default; the train state is
+   replicated, batches are split over `data`. The first log lines say what runs, on which
+   devices, and where the outputs go.
+2. The stages up to the loop (`jaxsvr.pipeline.build`): annotations, relevance, the
+   model's inputs of both splits, the model and its objective. Their log lines say where
+   everything comes from.
 3. State: params from `model.init` (word table optionally from a word-vector file), the optax
    optimiser (`jaxsvr.optim`), the step. Init is jitted with replicated out_shardings.
 4. Restore (`jaxsvr.checkpoint`): the newest usable checkpoint in WORKDIR/checkpoints if
@@ -15,8 +16,9 @@
    relevance matrices) are built by a background thread and handed over as sharded global
    arrays. With `train.gather = "device"` (default) the train features and text inputs
    live on the devices and the step gathers the rows; with "host" the thread gathers them
-   (feature stores too large for device memory). The train step (embeddings, every loss
-   term, gradients, optimizer update) is one jitted program with the state donated.
+   (feature stores too large for device memory; `jaxsvr.inputs.model_inputs`). The
+   train step (embeddings, every loss term, gradients, optimizer update) is one jitted
+   program with the state donated.
    Metrics stay on device until a log step. Every `eval.every_epochs` epochs and at the
    end: test nDCG/mAP/R@K. Checkpoints every `checkpoint.every_steps` and at the
    end, plus the best by `checkpoint.best_metric`.
@@ -100,6 +102,15 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     workdir = run_dir.path
     objectives.check_name(config)
     mesh = parallel.make_mesh(config.mesh.data)
+    logging.info(
+        "devices: %d %s (%s); process %d of %d; outputs in %s",
+        mesh.size,
+        jax.devices()[0].platform,
+        jax.devices()[0].device_kind,
+        jax.process_index(),
+        jax.process_count(),
+        workdir,
+    )
     batch_size = config.train.batch_size
     parallel.check_batch_size(batch_size, mesh)
 

@@ -48,8 +48,6 @@ def epic_test_relevance(epic_test) -> np.ndarray:
 # official-style baseline and its tie-free inputs (ek100_baseline) from benchmarks/.
 import sys  # noqa: E402
 
-from jaxsvr.annotations import caption_table
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -69,6 +67,7 @@ def wordnet_reader(tmp_path_factory):
 @pytest.fixture(scope="session")
 def epic_sentences_parsed(epic_dir):
     """The 3842 EK-100 test sentences (texts) and their spaCy parse."""
+    from jaxsvr.annotations import caption_table
     from jaxsvr.nlp import captions
 
     table = caption_table.read_csv(epic_dir / "EPIC_100_retrieval_test_sentence.csv")

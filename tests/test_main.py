@@ -26,6 +26,11 @@ def reference(tmp_path_factory):
 def test_smoke_runlocal(reference):
     workdir, log = reference
     first = log.splitlines()
+    # the first screen says what runs, on which devices and data, where outputs go; no
+    # backend probe ("Unable to initialize backend 'tpu'") that reads like a failure
+    assert "jaxsvr train: config configs/epic_jpose.py:runlocal" in first[0]
+    assert "devices: 1 cpu" in first[1] and f"outputs in {workdir}" in first[1]
+    assert "Unable to initialize backend" not in log
     assert any("built-in synthetic kitchen annotations" in line for line in first[:5])
     assert "nothing is downloaded" in log and "features: synthetic" in log
     m = final(workdir)

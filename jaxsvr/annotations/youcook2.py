@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ import numpy as np
 from jaxsvr.annotations.captioned import CaptionedVideos, load_json
 from jaxsvr.annotations.epic100 import Clips
 from jaxsvr.errors import InputError
+from jaxsvr.workdir import write_text
 
 SUBSETS = {"training": "train", "validation": "val", "testing": "test"}
 
@@ -163,11 +163,8 @@ def from_clips(train: Clips, test: Clips) -> dict:
 
 
 def write(obj: dict, path: str | Path) -> None:
-    """Writes annotations as JSON atomically (temporary file + rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
+    """Writes annotations as JSON whole (`jaxsvr.workdir.write_text`)."""
+    write_text(path, json.dumps(obj))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from jaxsvr.relevance import ClassSets, RelevanceIndex, class_relevance, iou_table
+from jaxsvr.annotations.class_sets import ClassSets
+from jaxsvr.relevance import RelevanceIndex, class_relevance, iou_table
 
 
 def _iou(a, b):
