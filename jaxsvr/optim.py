@@ -14,7 +14,13 @@ import optax
 
 from jaxsvr.errors import InputError
 
-NAMES = ("sgd", "adam", "adamw")
+# config.optimizer.name -> (learning-rate schedule, config.optimizer) -> optax optimiser
+OPTIMIZERS = {
+    "sgd": lambda lr, c: optax.sgd(lr, momentum=c.momentum or None),
+    "adam": lambda lr, c: optax.adam(lr),
+    "adamw": lambda lr, c: optax.adamw(lr, weight_decay=c.weight_decay),
+}
+NAMES = tuple(OPTIMIZERS)
 SCHEDULES = ("constant", "cosine", "warmup_linear")
 
 
@@ -41,15 +47,9 @@ def schedule(config: ml_collections.ConfigDict, total_steps: int) -> optax.Sched
 
 def build(config: ml_collections.ConfigDict, total_steps: int) -> optax.GradientTransformation:
     """The optimiser named by `config.name` with its schedule."""
-    lr = schedule(config, total_steps)
-    if config.name == "sgd":
-        opt = optax.sgd(lr, momentum=config.momentum or None)
-    elif config.name == "adam":
-        opt = optax.adam(lr)
-    elif config.name == "adamw":
-        opt = optax.adamw(lr, weight_decay=config.weight_decay)
-    else:
+    if config.name not in OPTIMIZERS:
         raise InputError(f"unknown config.optimizer.name {config.name!r}: use one of {NAMES}")
+    opt = OPTIMIZERS[config.name](schedule(config, total_steps), config)
     if config.grad_clip:
         opt = optax.chain(optax.clip_by_global_norm(config.grad_clip), opt)
     return opt

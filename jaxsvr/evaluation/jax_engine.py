@@ -24,13 +24,16 @@ from jaxsvr.evaluation.query_stats import QueryStats
 _BLOCK_ELEMENTS = 1 << 25  # ~32M items per block: ~1.3 GB of float64 temporaries
 
 
-def query_stats(sim, rel, *, threshold: float = 1.0) -> tuple[QueryStats, QueryStats]:
+def query_stats(
+    sim, rel, *, threshold: float = 1.0, workers: int | None = None
+) -> tuple[QueryStats, QueryStats]:
     """Per-query statistics, video-to-text (rows) and text-to-video (columns).
 
     Args:
       sim: [n_videos, n_texts] similarities (NumPy or JAX array, possibly on device).
       rel: [n_videos, n_texts] relevance in [0, 1].
       threshold: relevance of a positive for the instance metrics.
+      workers: host threads of the NumPy engine; unused here (the device parallelises).
     """
     with jax.enable_x64(True):
         sim = jnp.asarray(sim, jnp.float32)

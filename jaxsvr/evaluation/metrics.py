@@ -30,12 +30,17 @@ print them x100); recalls are percentages, as retrieval papers report them.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+
 import numpy as np
 
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation.query_stats import QueryStats
 
 DIRECTIONS = ("v2t", "t2v")
+ENGINES = ("numpy", "jax")  # jaxsvr.evaluation.<name>_engine.query_stats
 AVERAGED = ("ndcg", "ndcg_exp", "ndcg_nocut", "map", "map_binary")
 
 
@@ -59,20 +64,9 @@ def evaluate(
       InputError: shapes differ, non-finite similarities, or relevance outside [0, 1].
     """
     check_inputs(sim, rel, threshold)
-    engine = choose_backend(backend)
-    if engine == "jax":
-        from jaxsvr.evaluation import jax_engine
-
-        v2t, t2v = jax_engine.query_stats(sim, rel, threshold=threshold)
-    else:
-        from jaxsvr.evaluation import numpy_engine
-
-        v2t, t2v = numpy_engine.query_stats(
-            np.asarray(sim, np.float32),
-            np.asarray(rel, np.float32),
-            threshold=threshold,
-            workers=workers,
-        )
+    # engines by module name (imported on first use: the JAX one costs an import of JAX)
+    engine = importlib.import_module(f"jaxsvr.evaluation.{choose_backend(backend)}_engine")
+    v2t, t2v = engine.query_stats(sim, rel, threshold=threshold, workers=workers)
     return summarize(v2t, t2v)
 
 
@@ -84,13 +78,10 @@ def choose_backend(backend: str, *, import_jax: bool = False) -> str:
       import_jax: for "auto", import JAX to look for an accelerator (~1 s; CLIs do this).
         Otherwise only an already imported JAX is asked, so library calls stay cheap.
     """
-    if backend not in ("auto", "numpy", "jax"):
+    if backend not in ("auto", *ENGINES):
         raise InputError(f"unknown evaluation backend {backend!r}: use auto, numpy or jax")
     if backend != "auto":
         return backend
-    import importlib.util
-    import sys
-
     if "jax" not in sys.modules and not (import_jax and importlib.util.find_spec("jax")):
         return "numpy"
     import jax
