@@ -263,20 +263,20 @@ def best_metric_names(positives: str = "class") -> tuple[str, ...]:
     return tuple(names)
 
 
-def check_data(config: ml_collections.ConfigDict, data, text_fields: tuple[str, ...]) -> None:
-    """Checks of the loaded data (`jaxsvr.inputs.splits.RetrievalData`) the trainer runs
+def check_data(config: ml_collections.ConfigDict, splits, text_fields: tuple[str, ...]) -> None:
+    """Checks of the loaded data (`jaxsvr.inputs.splits.Splits`) the trainer runs
     before it writes anything: the test split is not empty, and its video features and the
     text inputs the model reads have the widths of the training ones (the model is built
     for the training widths)."""
-    if not len(data.test.video) or not data.test.relevance.shape[1]:
+    if not len(splits.test.video) or not splits.test.relevance.shape[1]:
         raise InputError(
-            f"the test split has {data.test.relevance.shape[0]} clips and "
-            f"{data.test.relevance.shape[1]} sentences: it needs at least one of each "
+            f"the test split has {splits.test.relevance.shape[0]} clips and "
+            f"{splits.test.relevance.shape[1]} sentences: it needs at least one of each "
             "(config.data.annotations)"
         )
     source = config.data.features or "synthetic"
-    pairs = [("video features", data.train.video, data.test.video)]
-    pairs += [(f"text input {f!r}", data.train.text[f], data.test.text[f]) for f in text_fields]
+    pairs = [("video features", splits.train.video, splits.test.video)]
+    pairs += [(f"text input {f!r}", splits.train.text[f], splits.test.text[f]) for f in text_fields]
     for what, train, test in pairs:
         if np.issubdtype(train.dtype, np.floating) and train.ndim >= 2 and not train.shape[-1]:
             raise InputError(

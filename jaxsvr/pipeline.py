@@ -28,7 +28,7 @@ from pathlib import Path
 
 import ml_collections
 
-from jaxsvr import models, objectives
+from jaxsvr import config_checks, models, objectives
 from jaxsvr.annotations import load, msrvtt, youcook2
 from jaxsvr.annotations.load import Annotations
 from jaxsvr.errors import InputError
@@ -53,9 +53,7 @@ def build(config: ml_collections.ConfigDict) -> Run:
     objectives.check_name(config)
     fields = models.model_class(config.model.name).text_fields
     splits = load_splits(config.data, fields)
-    from jaxsvr import config_checks  # the checks that need loaded data
-
-    config_checks.check_data(config, splits, fields)
+    config_checks.check_data(config, splits, fields)  # before anything is written
     model = models.build(config, len(splits.vocab), splits.video_dim, **splits.dims)
     objective = objectives.build(config, splits.train, model)
     train = splits.train
