@@ -28,7 +28,7 @@ from jaxsvr import optim
 from jaxsvr.errors import InputError
 from jaxsvr.relevance import proxies
 
-POSITIVES = ("class", "narration")  # config.eval.positives
+EVAL_POSITIVES = ("class", "narration")  # config.eval.positives
 BACKENDS = ("auto", "numpy", "jax")  # config.eval.backend
 GATHERS = ("device", "host")  # config.train.gather
 # metric keys that are counts, or ranks where lower is better: never a best checkpoint's
@@ -117,7 +117,7 @@ NUMBERS: dict[str, Range] = {
 WEIGHTS = ("loss.pair_weights", "loss.level_weights", "loss.contra")
 # Names that otherwise fail only at the first evaluation or training step.
 CHOICES: dict[str, tuple[str, ...]] = {
-    "eval.positives": POSITIVES,
+    "eval.positives": EVAL_POSITIVES,
     "eval.backend": BACKENDS,
     "train.gather": GATHERS,
     "optimizer.name": optim.NAMES,

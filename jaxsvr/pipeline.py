@@ -55,7 +55,7 @@ def build(config: ml_collections.ConfigDict) -> Run:
     splits = load_splits(config.data, fields)
     config_checks.check_data(config, splits, fields)  # before anything is written
     model = models.build(config, len(splits.vocab), splits.video_dim, **splits.dims)
-    objective = objectives.build(config, splits.train, model)
+    objective = objectives.build(config, splits.train, model, relevance_spec(config.data))
     train = splits.train
     return Run(
         splits, model, objective, ModelInputs.for_model(model, train.clips, train.video, train.text)

@@ -70,8 +70,6 @@ from jaxsvr.metric_writers import MetricWriter
 from jaxsvr.train_monitor import Timer, VanishedGradients
 from jaxsvr.workdir import Workdir, atomic_write, write_text
 
-POSITIVES = config_checks.POSITIVES  # config.eval.positives
-
 
 class TrainingDiverged(RuntimeError):
     """The loss, or the train state after an update, became non-finite."""

@@ -28,7 +28,7 @@ def test_objective_terms_match_the_reference(context):
     c = config("epic_contra", f"context={context},m=2,runlocal", model__dropout=0.0)
     data = pipeline.load_splits(c.data, ("caption",))
     model = models.build(c, len(data.vocab), data.video_dim)
-    objective = objectives.build(c, data.train, model)
+    objective = objectives.build(c, data.train, model, pipeline.relevance_spec(c.data))
     batch = objective.host_batch(epoch=1, step=2, batch_size=16)
     # mask a few clips as if all their neighbours shared their narration (rare in the
     # built-in data): their terms must leave the mean, the others keep their own negatives
@@ -73,7 +73,7 @@ def test_neighbour_batches_are_a_pure_function_of_seed_epoch_step():
     c = config("epic_contra", "runlocal")
     data = pipeline.load_splits(c.data, ("caption",))
     model = models.build(c, len(data.vocab), data.video_dim)
-    objective = objectives.build(c, data.train, model)
+    objective = objectives.build(c, data.train, model, pipeline.relevance_spec(c.data))
     a, b = (objective.host_batch(3, 1, 16) for _ in range(2))
     for key in objective.batch_keys:
         np.testing.assert_array_equal(a[key], b[key])

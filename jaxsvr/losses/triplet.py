@@ -7,10 +7,11 @@ relevance margin of "Relevance-based Margin for Contrastively-trained Video Retr
 Models": m = 1 - R(a, n) at the action level and m = ½ (1 - IoU) of that part of speech at
 the verb/noun level (computed on the host by `jaxsvr.sampling.triplets`).
 
-Embeddings come in the sampler's row layout ([B, M, d] per modality, see
-`jaxsvr.sampling.triplets.row_layout`): row 0 is the anchor, then per level K positives and K
-negatives. A level has four pair types, anchor modality -> positive/negative modality:
-text-video `tv`, video-text `vt`, text-text `tt`, video-video `vv` (JPoSE weights 2, 1, 1, 1).
+Embeddings come in the sampler's row layout ([B, M, d] per modality,
+`jaxsvr.sampling.triplets.TripletLayout`): column 0 is the anchor, then per level K
+positives and K negatives. A level has four pair types, anchor modality ->
+positive/negative modality: text-video `tv`, video-text `vt`, text-text `tt`, video-video
+`vv` (JPoSE weights 2, 1, 1, 1).
 Each term is the mean over the B * K triplets, so terms are comparable across batch sizes.
 Models whose score is not a dot product of unit vectors (HGR) pass their `pair_similarity`
 as `pair_score`: d is then 2 - 2 s (or 1 - s) of the score s, and only the cross-modal pair
@@ -24,6 +25,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
+from jaxsvr.sampling.triplets import TripletLayout
 
 # pair type: (anchor modality, positive/negative modality)
 PAIR_TYPES = {
@@ -67,8 +70,7 @@ def triplet_terms(
     margin: jnp.ndarray,
     *,
     levels: tuple[str, ...],
-    level_index: Mapping[str, int],
-    num_triplets: int,
+    layout: TripletLayout,
     distance_kind: str = "squared_euclidean",
     pair_types: tuple[str, ...] = tuple(PAIR_TYPES),
     pair_score: Callable[[Any, Any], Mapping[str, jnp.ndarray]] | None = None,
@@ -79,10 +81,9 @@ def triplet_terms(
       video, text: the embeddings of the batch rows in the sampler layout, every array
         [B, M, ...]: {level: [B, M, d]} unit vectors for dot-product models, or whatever a
         model's `pair_score` reads.
-      margin: [B, n_levels, K] margins, levels in the sampler's order.
-      levels: the model's levels to train (a subset of the sampler's).
-      level_index: level -> its position in the sampler layout.
-      num_triplets: K, triplets per anchor and level.
+      margin: [B, n_levels, K] margins, levels in the layout's slot order.
+      levels: the model's levels to train (a subset of the layout's).
+      layout: where the anchor, positives and negatives of each level sit.
       distance_kind: "squared_euclidean" or "cosine".
       pair_types: the pair types to compute (keys of PAIR_TYPES).
       pair_score: None for unit-vector embeddings (score = dot product, any pair type);
@@ -92,13 +93,10 @@ def triplet_terms(
     Returns:
       {"{level}_{pair}": scalar}, e.g. "action_tv".
     """
-    k = num_triplets
     emb = {"video": video, "text": text}
     terms = {}
     for level in levels:
-        slot = level_index[level]
-        pos = slice(1 + 2 * k * slot, 1 + 2 * k * slot + k)
-        neg = slice(1 + 2 * k * slot + k, 1 + 2 * k * (slot + 1))
+        slot, pos, neg = layout.slot(level), layout.positives(level), layout.negatives(level)
         for pair in pair_types:
             a_mod, x_mod = PAIR_TYPES[pair]
             s_pos = _scores(emb, a_mod, x_mod, level, pos, pair_score)  # [B, K]
@@ -110,8 +108,8 @@ def triplet_terms(
 
 
 def _scores(emb, a_mod: str, x_mod: str, level: str, cols: slice, pair_score) -> jnp.ndarray:
-    """[B, K] scores of each anchor (row 0, modality a_mod) with rows `cols` (x_mod)."""
-    anchor = jax.tree.map(lambda e: e[:, 0], emb[a_mod])
+    """[B, K] scores of each anchor (column 0, modality a_mod) with rows `cols` (x_mod)."""
+    anchor = jax.tree.map(lambda e: e[:, TripletLayout.ANCHOR], emb[a_mod])
     others = jax.tree.map(lambda e: e[:, cols], emb[x_mod])
     if pair_score is None:
         return jnp.einsum("bd,bkd->bk", anchor[level], others[level])

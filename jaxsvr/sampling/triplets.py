@@ -28,8 +28,9 @@ part of speech at the verb/noun level (the other part of speech counted as fully
 
 Batches: epoch e visits the anchors in a permutation drawn from (seed, e) and drops the
 last partial batch; batch `step` of the epoch is a pure function of (seed, epoch, step), so a
-resumed run sees the same batches. Row layout of a batch ([B, M] row indices,
-M = 1 + 2 K n_levels): column 0 is the anchor, then per level K positives, K negatives.
+resumed run sees the same batches. The rows of a batch are [B, M] row indices in the
+`TripletLayout` the loss (`jaxsvr.losses.triplet`) reads them by: column 0 is the anchor,
+then per level K positives, K negatives (M = 1 + 2 K n_levels).
 """
 
 from __future__ import annotations
@@ -49,9 +50,38 @@ MARGINS = ("fixed", "relevance")
 _REJECTION_ROUNDS = 30
 
 
-def row_layout(num_levels: int, num_triplets: int) -> int:
-    """M, the rows per anchor: the anchor, then K positives and K negatives per level."""
-    return 1 + 2 * num_levels * num_triplets
+@dataclasses.dataclass(frozen=True)
+class TripletLayout:
+    """Where each row of a triplet batch sits: the one structure the sampler writes
+    ([B, M] row indices) and the loss reads ([B, M, ...] embeddings).
+
+    Column `ANCHOR` (0) is the anchor; level slot s (the position of its level in
+    `levels`) holds K positives in columns 1 + 2Ks ... 1 + 2Ks + K - 1 and then K
+    negatives; M = `rows_per_anchor` = 1 + 2K n_levels.
+    """
+
+    levels: tuple[str, ...]  # the sampler's levels, in slot order
+    k: int  # triplets per anchor and level
+
+    ANCHOR = 0
+
+    @property
+    def rows_per_anchor(self) -> int:
+        return 1 + 2 * len(self.levels) * self.k
+
+    def slot(self, level: str) -> int:
+        """The level's position among the sampler's levels (its margin column too)."""
+        return self.levels.index(level)
+
+    def positives(self, level: str) -> slice:
+        """The K columns of the level's positives."""
+        start = 1 + 2 * self.k * self.slot(level)
+        return slice(start, start + self.k)
+
+    def negatives(self, level: str) -> slice:
+        """The K columns of the level's negatives."""
+        start = 1 + 2 * self.k * self.slot(level) + self.k
+        return slice(start, start + self.k)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,8 +177,12 @@ class TripletSampler:
             self.semantic = (indptr[:-1].astype(np.int64), counts, indices.astype(np.int64))
 
     @property
+    def layout(self) -> TripletLayout:
+        return TripletLayout(tuple(self.levels), self.k)
+
+    @property
     def rows_per_anchor(self) -> int:
-        return row_layout(len(self.levels), self.k)
+        return self.layout.rows_per_anchor
 
     def steps_per_epoch(self, batch_size: int) -> int:
         return batches.steps_per_epoch(self.n, batch_size)
@@ -184,12 +218,13 @@ class TripletSampler:
         """Rows [B, M] int32 and margins [B, n_levels, K] float32 of one batch."""
         anchors = self.epoch_order(epoch)[step * batch_size : (step + 1) * batch_size]
         t = self.triplets(epoch // self.resample_every)
-        b = anchors.size
-        parts = [anchors[:, None]]
-        for slot in range(len(self.levels)):
-            parts += [t.positive[anchors, slot], t.negative[anchors, slot]]
-        rows = np.concatenate(parts, axis=1).astype(np.int32)
-        assert rows.shape == (b, self.rows_per_anchor)
+        layout = self.layout
+        rows = np.empty((anchors.size, layout.rows_per_anchor), np.int32)
+        rows[:, layout.ANCHOR] = anchors
+        for level in self.levels:
+            slot = layout.slot(level)
+            rows[:, layout.positives(level)] = t.positive[anchors, slot]
+            rows[:, layout.negatives(level)] = t.negative[anchors, slot]
         return rows, t.margin[anchors]
 
     def _positives(self, level: str, anchors: np.ndarray, rng) -> np.ndarray:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from jaxsvr.losses import PAIR_TYPES, triplet_loss, triplet_terms
+from jaxsvr.sampling.triplets import TripletLayout
 
 
 def unit(x):
@@ -45,8 +46,7 @@ def test_terms_match_loop(kind):
         text,
         margin,
         levels=levels,
-        level_index={lv: i for i, lv in enumerate(levels)},
-        num_triplets=k,
+        layout=TripletLayout(levels, k),
         distance_kind=kind,
     )
     want = loop_terms(video, text, margin, levels, k, kind)
