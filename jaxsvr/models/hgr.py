@@ -85,7 +85,14 @@ class GRU(nn.Module):
       c = tanh(W_in x + b_in + r (W_hn h + b_hn)), h' = (1 - z) c + z h.
     The input projections of all steps are one matrix product ahead of the scan.
     `reverse` runs each sequence backwards from its last valid step; outputs at padded
-    steps are meaningless (mask them)."""
+    steps are meaningless (mask them).
+
+    Why not `flax.linen.RNN(GRUCell)` / `Bidirectional`: given the same weights they compute
+    exactly this, bit for bit on CPU (tests/models/test_hgr.py), but `GRUCell` keeps six
+    separately initialised blocks (ir, iz, in, hr, hz, hn) under other parameter paths,
+    so its initialisation differs from this one orthogonal [E, 3H] input kernel (the
+    reference's) and every pinned HGR run would move; its input products also run inside
+    the scan instead of as one matrix product ahead of it."""
 
     hidden: int
     reverse: bool = False

@@ -239,3 +239,36 @@ def test_gru_directions_match_a_numpy_loop():
                 c = np.tanh(gx[12:] + r * (gh[12:] + b_hn))
                 h = (1 - z) * c + z * h
                 np.testing.assert_allclose(got[row, t], h, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_gru_equals_flax_rnn_of_gru_cells_with_the_same_parameters(reverse):
+    """HGR's GRU computes exactly what flax.linen.RNN(GRUCell) computes (bit for bit on
+    the valid steps) given the same weights; it stays hand-written for its initialisation
+    (one orthogonal [E, 3H] input kernel, as the reference) and the pinned runs."""
+    import flax.linen as nn
+
+    from jaxsvr.models.hgr import GRU
+
+    n, length, e, h = 6, 9, 8, 16
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.normal(size=(n, length, e)), jnp.float32)
+    lengths = jnp.asarray(rng.integers(1, length + 1, n))
+    ours = GRU(h, reverse=reverse)
+    p = ours.init(jax.random.key(0), x, lengths)["params"]
+    k, b, w = p["input"]["kernel"], p["input"]["bias"], p["recurrent"]
+
+    def part(a, i):
+        return a[..., i * h : (i + 1) * h]
+
+    cell = {
+        **{g: {"kernel": part(k, i), "bias": part(b, i)} for i, g in enumerate(("ir", "iz", "in"))},
+        "hr": {"kernel": part(w, 0)},
+        "hz": {"kernel": part(w, 1)},
+        "hn": {"kernel": part(w, 2), "bias": p["recurrent_bias"]},
+    }
+    rnn = nn.RNN(nn.GRUCell(h), reverse=reverse, keep_order=True)
+    got = rnn.apply({"params": {"cell": cell}}, x, seq_lengths=lengths)
+    want = ours.apply({"params": p}, x, lengths)
+    valid = (jnp.arange(length)[None] < lengths[:, None])[..., None]
+    np.testing.assert_array_equal(np.where(valid, got, 0), np.where(valid, want, 0))
