@@ -323,6 +323,19 @@ def _quiet_abandoned_reads() -> None:
 
     hook.jaxsvr_quiet = True
     sys.unraisablehook = hook
+    # A read future that fails after orbax stopped waiting reaches asyncio's default
+    # handler instead, as one "Future exception was never retrieved" error with traceback.
+    logging.getLogger("asyncio").addFilter(_AbandonedReadFilter())
+
+
+class _AbandonedReadFilter(logging.Filter):
+    """Drops asyncio's report of a failed checkpoint read nobody waits for any more."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (
+            message.startswith("Future exception was never retrieved") and "OCDBT" in message
+        )
 
 
 def _everywhere(ok: bool) -> bool:

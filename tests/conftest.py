@@ -72,3 +72,17 @@ def epic_sentences_parsed(epic_dir):
 
     table = caption_table.read_csv(epic_dir / "EPIC_100_retrieval_test_sentence.csv")
     return table.texts, captions.parse(table.texts)
+
+
+@pytest.fixture(scope="session")
+def contra_both_m2(tmp_path_factory):
+    """One in-process ConTra run with clip and text context (m = 2, 2 epochs, device
+    gather), shared by the tests that compare other runs with it or read its metrics:
+    (workdir, final metrics)."""
+    from train_runs import config
+
+    from jaxsvr import train
+
+    workdir = tmp_path_factory.mktemp("contra_both_m2")
+    c = config("epic_contra", "context=both,m=2,runlocal", train__num_epochs=2)
+    return workdir, train.train_and_evaluate(c, workdir)

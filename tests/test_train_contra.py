@@ -85,15 +85,13 @@ def test_neighbour_batches_are_a_pure_function_of_seed_epoch_step():
     assert np.all(narration[rows] != narration[nb])
 
 
-def test_training_with_both_contexts_and_instance_metrics(tmp_path):
-    m = train.train_and_evaluate(
-        config("epic_contra", "context=both,m=1,runlocal", **ONE), tmp_path
-    )
-    assert m["step"] == 7 and 0 < m["ndcg_avg"] <= 1
+def test_training_with_both_contexts_and_instance_metrics(contra_both_m2):
+    workdir, m = contra_both_m2
+    assert m["step"] == 14 and 0 < m["ndcg_avg"] <= 1
     for key in ("rsum", "class_rsum", "r1_t2v", "class_r1_t2v", "medr_t2v", "map_avg"):
         assert key in m, key
     assert 0 <= m["rsum"] <= 600
-    row = [r for r in jsonl(tmp_path) if "train/loss" in r][0]
+    row = [r for r in jsonl(workdir) if "train/loss" in r][0]
     assert {"train/cml", "train/nei", "train/uni"} <= set(row)
     assert all(np.isfinite(row[k]) for k in ("train/cml", "train/nei", "train/uni"))
 
@@ -111,14 +109,12 @@ def test_instance_relevance_marks_each_sentences_own_clips():
     assert np.all(test.relevance[inst == 1] == 1)  # same narration, same classes
 
 
-def test_host_gather_matches_device_gather(tmp_path):
-    c = dict(train__num_epochs=2, eval__every_epochs=2)
-    arg = "context=both,m=2,runlocal"
-    a = train.train_and_evaluate(config("epic_contra", arg, **c), tmp_path / "d")
-    b = train.train_and_evaluate(
-        config("epic_contra", arg, train__gather="host", **c), tmp_path / "h"
-    )
-    la = [r["train/loss"] for r in jsonl(tmp_path / "d") if "train/loss" in r]
+def test_host_gather_matches_device_gather(tmp_path, contra_both_m2):
+    device_dir, a = contra_both_m2  # gather="device"
+    c = config("epic_contra", "context=both,m=2,runlocal", train__num_epochs=2)
+    c.train.gather = "host"
+    b = train.train_and_evaluate(c, tmp_path / "h")
+    la = [r["train/loss"] for r in jsonl(device_dir) if "train/loss" in r]
     lb = [r["train/loss"] for r in jsonl(tmp_path / "h") if "train/loss" in r]
     np.testing.assert_allclose(lb, la, rtol=1e-5)
     assert b["ndcg_avg"] == pytest.approx(a["ndcg_avg"], abs=1e-5)
