@@ -1,4 +1,4 @@
-"""The main job until the trainer lands: relevance + evaluation on reference similarities.
+"""The evaluation demo: relevance + every metric on reference similarity matrices.
 
 It runs the evaluation stack end to end on the built-in synthetic kitchen annotations (no
 downloads) or on the EPIC-KITCHENS-100 test annotations (`config.data.annotations`):

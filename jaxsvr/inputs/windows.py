@@ -1,4 +1,4 @@
-"""Local temporal context (ConTra): windows of neighbouring clips, and neighbour negatives.
+"""Local temporal context (ConTra): windows of neighbouring clips.
 
 Clips are grouped by video in narration order (`Clips.video_clips`). The window of clip j
 with half-width m is clips j - m .. j + m of the same video; at the start / end of a video
@@ -8,11 +8,7 @@ the first / last clip is repeated to fill it, as the public ConTra code does
 and evaluator gather features and tokens through them at batch time: no per-window copies
 are stored.
 
-Neighbour negatives (ConTra's neighbouring loss): for clip i, the positions of its window
-(half-width max(m_video, m_text), as the public code) whose clip's narration differs from
-clip i's. `Neighbours.draw` picks one of them uniformly (repeated edge clips count once per
-position, as in the public code) with a generator the caller seeds from (seed, epoch,
-step), and says which clips have none (all their neighbours share their narration).
+ConTra's neighbour negatives are drawn from these windows in `jaxsvr.sampling.neighbours`.
 """
 
 from __future__ import annotations
