@@ -32,11 +32,14 @@ difference, never a fallback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
+import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -316,16 +319,36 @@ def _quiet_abandoned_reads() -> None:
 
     def hook(unraisable: Any) -> None:
         error, obj = unraisable.exc_value, unraisable.object
-        closed_loop = isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
         code = getattr(obj, "cr_code", None)  # a coroutine finalised with its exception
-        if not (closed_loop or (code is not None and "orbax" in code.co_filename)):
+        if not (_closed_loop(error) or (code is not None and "orbax" in code.co_filename)):
             previous(unraisable)
 
     hook.jaxsvr_quiet = True
     sys.unraisablehook = hook
+    # A tensorstore thread that posts a finished read to the closed loop gets the error
+    # from asyncio's call_soon_threadsafe and prints it with PyErr_Print, which goes
+    # through sys.excepthook: dropped when every frame of its traceback is asyncio's.
+    previous_excepthook = sys.excepthook
+
+    def excepthook(kind: type, error: BaseException, tb: Any) -> None:
+        if not (_closed_loop(error) and tb is not None and _asyncio_only(tb)):
+            previous_excepthook(kind, error, tb)
+
+    sys.excepthook = excepthook
     # A read future that fails after orbax stopped waiting reaches asyncio's default
     # handler instead, as one "Future exception was never retrieved" error with traceback.
     logging.getLogger("asyncio").addFilter(_AbandonedReadFilter())
+
+
+def _closed_loop(error: BaseException) -> bool:
+    return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+
+
+def _asyncio_only(tb: Any) -> bool:
+    """Every frame of traceback `tb` is in the asyncio package (a call from C into it)."""
+    folder = os.path.dirname(asyncio.__file__) + os.sep
+    frames = traceback.extract_tb(tb)
+    return bool(frames) and all(f.filename.startswith(folder) for f in frames)
 
 
 class _AbandonedReadFilter(logging.Filter):

@@ -8,6 +8,10 @@ float32 (`highest`) on any backend: on GPUs XLA would otherwise use TensorFloat-
 rtol 1e-5 by about 1e-4 (as `config.matmul_precision` documents).
 """
 
+import os
+import shutil
+import tempfile
+import warnings
 from pathlib import Path
 
 import jax
@@ -15,6 +19,36 @@ import numpy as np
 import pytest
 
 jax.config.update("jax_default_matmul_precision", "highest")
+
+# One XLA compilation cache per test session, shared by the in-process runs, the training
+# subprocesses they start and the pytest-xdist workers (all through the environment): the
+# suite trains the same few tiny models many times, and on CPU compiling their steps costs
+# more than running them. A cached executable is the one compiled, so results stay bit for
+# bit. JAX reads the setting at its first compile, hence here, before any test module is
+# imported. JAX writes entries in place, without a lock (its lock comes with size-limited
+# caches, whose bookkeeping made the suite 40% slower): a process may read an entry another
+# is still writing, fail to decompress it and compile the program itself, with a warning
+# that is silenced here because tests compare what runs print. The process that made the
+# folder removes it at the end.
+_OWN_CACHE = "JAXSVR_TEST_XLA_CACHE" not in os.environ
+if _OWN_CACHE:
+    os.environ["JAXSVR_TEST_XLA_CACHE"] = tempfile.mkdtemp(prefix="jaxsvr-tests-xla-cache-")
+XLA_CACHE = os.environ["JAXSVR_TEST_XLA_CACHE"]
+os.environ["JAX_COMPILATION_CACHE_DIR"] = XLA_CACHE
+os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+_TORN_READ = "Error reading persistent compilation cache entry"
+os.environ["PYTHONWARNINGS"] = ",".join(
+    filter(None, [os.environ.get("PYTHONWARNINGS"), f"ignore:{_TORN_READ}"])
+)
+warnings.filterwarnings("ignore", message=_TORN_READ)
+jax.config.update("jax_compilation_cache_dir", XLA_CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
+
+def pytest_unconfigure(config):
+    if _OWN_CACHE:
+        shutil.rmtree(XLA_CACHE, ignore_errors=True)
+
 
 EPIC_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "epic100"
 

@@ -124,7 +124,9 @@ def test_damaged_newest_checkpoint_falls_back_to_the_older(reference, tmp_path, 
     r = run_main(workdir)
     assert r.returncode == 0, r.stderr[-3000:]
     # one warning and no other noise (orbax's abandoned reads used to print tracebacks)
-    (warning,) = [line for line in r.stderr.splitlines() if not line.startswith("I")]
+    others = [line for line in r.stderr.splitlines() if not line.startswith("I")]
+    assert len(others) == 1, r.stderr[-3000:]
+    (warning,) = others
     assert warning in _unusable_warnings(r.stderr)
     assert f"{workdir / 'checkpoints' / '28'} is unusable" in warning
     assert "resumed from" in r.stderr and "at step 25" in r.stderr
@@ -229,3 +231,35 @@ def test_all_finite():
     for bad in (np.nan, np.inf, -np.inf):
         assert not bool(all_finite({**tree, "b": jnp.array([0.0, bad])}))
     assert bool(all_finite({}))
+
+
+def test_abandoned_reads_into_a_closed_loop_are_dropped_and_nothing_else(monkeypatch):
+    """After a failed read, tensorstore threads may post the reads orbax abandoned to its
+    closed event loop; the RuntimeError they get there is printed through sys.excepthook
+    with only asyncio's frames. Exactly that is dropped."""
+    import asyncio
+    import logging
+    import sys
+
+    from jaxsvr import checkpoint
+
+    printed = []
+    monkeypatch.setattr(sys, "excepthook", lambda kind, error, tb: printed.append(error))
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: None)
+    monkeypatch.setattr(logging.getLogger("asyncio"), "filters", [])
+    checkpoint._quiet_abandoned_reads()
+
+    loop = asyncio.new_event_loop()
+    loop.close()
+    with pytest.raises(RuntimeError, match="Event loop is closed") as info:
+        loop.call_soon_threadsafe(print)
+    error = info.value
+    from_c = error.__traceback__  # asyncio's frames only, as from tensorstore's thread
+    while from_c.tb_frame.f_code.co_name != "call_soon_threadsafe":
+        from_c = from_c.tb_next
+    sys.excepthook(RuntimeError, error, from_c)
+    assert printed == []
+    sys.excepthook(RuntimeError, error, error.__traceback__)  # raised in our code: shown
+    other = ValueError("Event loop is closed")
+    sys.excepthook(ValueError, other, from_c)
+    assert printed == [error, other]
