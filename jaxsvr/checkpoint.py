@@ -98,7 +98,10 @@ class Checkpointer:
         self.latest = ocp.CheckpointManager(
             self.workdir / "checkpoints",
             options=ocp.CheckpointManagerOptions(
-                max_to_keep=keep, create=True, cleanup_tmp_directories=True
+                max_to_keep=keep,
+                create=True,
+                cleanup_tmp_directories=True,
+                multiprocessing_options=_barriers("checkpoints"),
             ),
             item_handlers=ocp.StandardCheckpointHandler(),
         )
@@ -113,6 +116,7 @@ class Checkpointer:
                     best_mode=mode,
                     create=True,
                     cleanup_tmp_directories=True,
+                    multiprocessing_options=_barriers("best"),
                 ),
                 item_handlers=ocp.StandardCheckpointHandler(),
             )
@@ -220,6 +224,13 @@ class Checkpointer:
         if jax.process_count() > 1:
             self._barriers += 1
             multihost_utils.sync_global_devices(f"jaxsvr-checkpoint-{self._barriers}")
+
+
+def _barriers(name: str) -> ocp.options.MultiprocessingOptions:
+    """Barrier names of their own for each manager: in a multi-process run the two
+    managers' saves finish on background threads at the same time, and orbax's barriers
+    of the same name would collide ("Barrier ... is already ongoing")."""
+    return ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=f"jaxsvr-{name}")
 
 
 def _damage(path: Path, metric: str | None) -> str | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import ml_collections
 import numpy as np
 
-from jaxsvr import optim
+from jaxsvr import distributed, optim
 from jaxsvr.errors import InputError
 from jaxsvr.relevance import proxies
 
@@ -123,6 +123,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optimizer.name": optim.NAMES,
     "optimizer.schedule": optim.SCHEDULES,
     "data.relevance.proxy": ("class", *proxies.NAMES),
+    "distributed": distributed.MODES,
 }
 # Keywords of the losses (`config.loss.fixed_margin`, `config.loss.<batch loss>.<name>`):
 # temperatures divide the similarities, hinge margins below 0 ask for nothing, `tau` is a

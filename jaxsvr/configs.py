@@ -166,6 +166,9 @@ def base() -> ml_collections.ConfigDict:
 
     c.mesh = ml_collections.ConfigDict()
     c.mesh.data = -1  # devices on the data axis; -1 = all
+    # "auto": join jax.distributed when launched as several processes (launch/local.py,
+    # SLURM, a TPU VM slice; jaxsvr.distributed), else one process; "off": one process
+    c.distributed = "auto"
     return c
 
 

@@ -14,6 +14,7 @@ non-finite features).
 
 import ast
 import logging
+import os
 import re
 import sys
 
@@ -28,13 +29,14 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 JOBS = ("train", "eval_demo")
 EXIT_DIVERGED, EXIT_BAD_INPUT = 1, 2
+EXIT_FAILED = 1  # an unexpected error in a multi-process run (its traceback is logged)
 
 
 def main(argv: list[str]) -> None:
     logging.getLogger().setLevel(logging.INFO)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_quiet_libraries)
-    from jaxsvr import workdir
+    from jaxsvr import distributed, workdir
     from jaxsvr.errors import InputError
     from jaxsvr.train import TrainingDiverged
 
@@ -42,7 +44,9 @@ def main(argv: list[str]) -> None:
     logging.info(
         "jaxsvr %s: config %s, workdir %s", config.job, _config_arg(sys.argv), _WORKDIR.value
     )
+    joined = None
     try:
+        joined = distributed.join(config.distributed)
         workdir.check(_WORKDIR.value)
         if config.job == "train":
             from jaxsvr import train
@@ -55,9 +59,14 @@ def main(argv: list[str]) -> None:
         else:
             raise InputError(f"unknown job {config.job!r} in config.job: use one of {JOBS}")
     except (InputError, FileNotFoundError) as e:
-        _fail(EXIT_BAD_INPUT, str(e))
+        _fail(EXIT_BAD_INPUT, str(e), joined)
     except TrainingDiverged as e:
-        _fail(EXIT_DIVERGED, str(e))
+        _fail(EXIT_DIVERGED, str(e), joined)
+    except Exception:
+        if joined is None or joined.cluster is None:
+            raise
+        logging.exception("process %d of %d failed", joined.process, joined.processes)
+        _exit_now(EXIT_FAILED)
 
 
 def _quiet_libraries(record: logging.LogRecord) -> bool:
@@ -71,10 +80,21 @@ def _quiet_libraries(record: logging.LogRecord) -> bool:
     return not record.getMessage().startswith("Unable to initialize backend")
 
 
-def _fail(code: int, message: str) -> None:
+def _fail(code: int, message: str, joined=None) -> None:
     logging.error("%s", message.splitlines()[0])
     print(f"error: {message.splitlines()[0]}", file=sys.stderr)
+    if joined is not None and joined.cluster is not None:
+        _exit_now(code)
     sys.exit(code)
+
+
+def _exit_now(code: int) -> None:
+    """Ends a process of a multi-process run at once. A normal exit would wait in
+    jax.distributed's shutdown barrier for the other processes, which may be blocked in a
+    collective this process will never join: the launcher stops them when this one ends."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _parse_flags(argv: list[str]) -> list[str]:

@@ -101,10 +101,11 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     objectives.check_name(config)
     mesh = parallel.make_mesh(config.mesh.data)
     logging.info(
-        "devices: %d %s (%s); process %d of %d; outputs in %s",
+        "devices: %d %s (%s), %d on this process; process %d of %d; outputs in %s",
         mesh.size,
         jax.devices()[0].platform,
         jax.devices()[0].device_kind,
+        jax.local_device_count(),
         jax.process_index(),
         jax.process_count(),
         workdir,

@@ -10,7 +10,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "jaxsvr"
 
 # rank of each top-level module or folder: an import may only go to an equal or lower rank
 RANKS = {
-    **dict.fromkeys(("errors", "precision", "cli", "workdir", "files", "parallel"), 0),
+    **dict.fromkeys(
+        ("errors", "precision", "cli", "workdir", "files", "parallel", "distributed"), 0
+    ),
     "nlp": 1,
     "annotations": 2,
     "relevance": 3,

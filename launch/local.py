@@ -1,0 +1,199 @@
+"""Runs one jaxsvr command as N processes on this machine, joined through jax.distributed.
+
+    python launch/local.py --processes 2 --cpu-devices 2 -- \\
+        --config=configs/epic_jpose.py:runlocal --workdir=/tmp/two
+
+starts `python -m jaxsvr.main <arguments>` N times, each with K fake CPU devices
+(`XLA_FLAGS=--xla_force_host_platform_device_count=K`, `JAX_PLATFORMS=cpu`) and the
+variables `jaxsvr.distributed` joins by (`JAXSVR_COORDINATOR` = 127.0.0.1 and a free port,
+`JAXSVR_NUM_PROCESSES`, `JAXSVR_PROCESS_ID`, `JAXSVR_INIT_TIMEOUT`). It is the multi-host
+code path on one machine: the processes split every batch, all-reduce gradients through
+gloo, and write one checkpoint together.
+
+Output: each process's lines, prefixed with `[i] ` (stdout to stdout, stderr to stderr;
+gloo's connection chatter dropped). Exit code 0 only if every process exits 0. When one
+process fails (any non-zero exit, or killed), the others are stopped (SIGTERM to their
+process groups, SIGKILL after `--grace` seconds, default 10), and the launcher prints that
+process's last error line and exits with its code (128 + signal if it was killed).
+`--timeout S` stops everything after S seconds (exit 124); Ctrl-C stops everything (exit
+130). Nothing is left running in any case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOISE = ("[Gloo] ",)  # lines dropped from the processes' output
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(index: int, processes: int, cpu_devices: int, port: int) -> dict[str, str]:
+    env = dict(os.environ)
+    flags = env.get("XLA_FLAGS", "").split()
+    flags = [f for f in flags if not f.startswith("--xla_force_host_platform_device_count")]
+    flags.append(f"--xla_force_host_platform_device_count={cpu_devices}")
+    env.update(
+        XLA_FLAGS=" ".join(flags),
+        JAX_PLATFORMS="cpu",
+        JAXSVR_COORDINATOR=f"127.0.0.1:{port}",
+        JAXSVR_NUM_PROCESSES=str(processes),
+        JAXSVR_PROCESS_ID=str(index),
+        JAXSVR_INIT_TIMEOUT=env.get("JAXSVR_INIT_TIMEOUT", "60"),
+    )
+    return env
+
+
+class Process:
+    """One child: its Popen, and threads that copy its output with a prefix."""
+
+    def __init__(self, index: int, command: list[str], env: dict[str, str]):
+        self.index = index
+        self.last_error = ""
+        self.last_line = ""
+        self.popen = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # its own process group: stopped as a whole
+        )
+        self.pumps = [
+            threading.Thread(target=self._pump, args=(self.popen.stdout, sys.stdout), daemon=True),
+            threading.Thread(target=self._pump, args=(self.popen.stderr, sys.stderr), daemon=True),
+        ]
+        for pump in self.pumps:
+            pump.start()
+
+    def _pump(self, stream, out) -> None:
+        for line in stream:
+            if line.startswith(NOISE):
+                continue
+            text = line.rstrip("\n")
+            if text.strip():
+                self.last_line = text
+            if text.startswith("error: ") or text.startswith("E") and "] " in text[:60]:
+                self.last_error = text
+            out.write(f"[{self.index}] {text}\n")
+            out.flush()
+
+    def stop(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.popen.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def reason(self) -> str:
+        return self.last_error or self.last_line or "(no output)"
+
+
+def exit_code(returncode: int) -> int:
+    return returncode if returncode > 0 else 128 + -returncode
+
+
+def run(args: argparse.Namespace, main_args: list[str]) -> int:
+    port = free_port()
+    command = [sys.executable, "-m", "jaxsvr.main", *main_args]
+    procs: list[Process] = []
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    code = 0
+    try:
+        for i in range(args.processes):
+            procs.append(Process(i, command, child_env(i, args.processes, args.cpu_devices, port)))
+        while True:
+            codes = [p.popen.poll() for p in procs]
+            failed = [p for p, c in zip(procs, codes) if c not in (None, 0)]
+            if failed:
+                first = failed[0]
+                code = exit_code(first.popen.returncode)
+                print(
+                    f"launch: process {first.index} exited with code {first.popen.returncode}: "
+                    f"{first.reason()}; stopping the others",
+                    file=sys.stderr,
+                )
+                break
+            if all(c == 0 for c in codes):
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"launch: --timeout {args.timeout} s reached; stopping", file=sys.stderr)
+                code = 124
+                break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        print("launch: interrupted; stopping the processes", file=sys.stderr)
+        code = 130
+    finally:
+        _stop_all(procs, args.grace)
+    return code
+
+
+def _stop_all(procs: list[Process], grace: float) -> None:
+    """SIGTERM to every live process group, SIGKILL to those alive `grace` s later."""
+    for p in procs:
+        p.stop(signal.SIGTERM)
+    end = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.popen.wait(timeout=max(end - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            p.stop(signal.SIGKILL)
+            p.popen.wait()
+    for p in procs:
+        for pump in p.pumps:
+            pump.join(timeout=5)
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        usage="python launch/local.py --processes N --cpu-devices K -- <jaxsvr.main arguments>",
+    )
+    parser.add_argument("--processes", type=int, default=2, help="processes to start (2)")
+    parser.add_argument(
+        "--cpu-devices", type=int, default=1, help="fake CPU devices per process (1)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=0, help="stop everything after this many s (0: never)"
+    )
+    parser.add_argument(
+        "--grace", type=float, default=10, help="s between SIGTERM and SIGKILL (10)"
+    )
+    if "--" in argv:
+        cut = argv.index("--")
+        ours, main_args = argv[:cut], argv[cut + 1 :]
+    else:
+        ours, main_args = argv, []
+    args = parser.parse_args(ours)
+    if args.processes < 1 or args.cpu_devices < 1:
+        parser.error("--processes and --cpu-devices must be at least 1")
+    if args.timeout < 0 or args.grace < 0:
+        parser.error("--timeout and --grace must be at least 0")
+    if not main_args:
+        parser.error("give the jaxsvr.main arguments after --, e.g. -- --config=... --workdir=...")
+    return args, main_args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, main_args = parse(sys.argv[1:] if argv is None else argv)
+    return run(args, main_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
