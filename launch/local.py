@@ -15,8 +15,8 @@ gloo's connection chatter dropped). Exit code 0 only if every process exits 0. W
 process fails (any non-zero exit, or killed), the others are stopped (SIGTERM to their
 process groups, SIGKILL after `--grace` seconds, default 10), and the launcher prints that
 process's last error line and exits with its code (128 + signal if it was killed).
-`--timeout S` stops everything after S seconds (exit 124); Ctrl-C stops everything (exit
-130). Nothing is left running in any case.
+`--timeout S` stops everything after S seconds (exit 124); Ctrl-C or SIGTERM to the
+launcher stops everything (exit 130). Nothing is left running in any case.
 """
 
 from __future__ import annotations
@@ -192,7 +192,12 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args, main_args = parse(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # a scheduler stopping the launcher
     return run(args, main_args)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
