@@ -20,7 +20,9 @@ from jaxsvr.inputs.model_inputs import ModelInputs
 
 
 class BatchSource:
-    """This process's share of batch `step`.
+    """This process's share of batch `step` (`process` = (index, count) picks another
+    process's share, for tests). The shares of all processes, in process order, are the
+    batch one process builds; each process gathers host inputs for its share only.
 
     gather="device": the objective's arrays (row indices, margins or relevance); the step
     gathers features and text inputs from tables that live on the devices (no per-step
@@ -28,11 +30,14 @@ class BatchSource:
     (`ModelInputs.gather_host`: for feature stores too large to keep on the devices).
     """
 
-    def __init__(self, objective, inputs: ModelInputs, batch_size, steps_per_epoch, gather):
+    def __init__(
+        self, objective, inputs: ModelInputs, batch_size, steps_per_epoch, gather, process=None
+    ):
         self.objective, self.inputs = objective, inputs
         self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
         self.gather = gather
-        self.cut = parallel.process_slice(batch_size)
+        index, count = process if process is not None else (None, None)
+        self.cut = parallel.process_slice(batch_size, index, count)
 
     def keys(self) -> tuple[str, ...]:
         """The keys of every batch."""

@@ -46,9 +46,11 @@ def check_batch_size(batch_size: int, mesh: jax.sharding.Mesh) -> None:
         )
 
 
-def process_slice(global_size: int) -> slice:
-    """This process's share of a global batch of `global_size` along the first axis."""
-    count, index = jax.process_count(), jax.process_index()
+def process_slice(global_size: int, index: int | None = None, count: int | None = None) -> slice:
+    """Process `index`'s share (this process's by default) of a global batch of
+    `global_size` along the first axis, split over `count` processes (all by default)."""
+    count = jax.process_count() if count is None else count
+    index = jax.process_index() if index is None else index
     per = global_size // count
     return slice(index * per, (index + 1) * per)
 
