@@ -113,34 +113,42 @@ def run(args: argparse.Namespace, main_args: list[str]) -> int:
     command = [sys.executable, "-m", "jaxsvr.main", *main_args]
     procs: list[Process] = []
     deadline = time.monotonic() + args.timeout if args.timeout else None
-    code = 0
+    code, failed = 0, None
     try:
         for i in range(args.processes):
             procs.append(Process(i, command, child_env(i, args.processes, args.cpu_devices, port)))
         while True:
             codes = [p.popen.poll() for p in procs]
-            failed = [p for p, c in zip(procs, codes) if c not in (None, 0)]
-            if failed:
-                first = failed[0]
-                code = exit_code(first.popen.returncode)
-                print(
-                    f"launch: process {first.index} exited with code {first.popen.returncode}: "
-                    f"{first.reason()}; stopping the others",
-                    file=sys.stderr,
-                )
+            ended = [p for p, c in zip(procs, codes) if c not in (None, 0)]
+            if ended:
+                # the first to end is the cause; among those seen in the same poll, an
+                # abort (what a process does when a peer left the coordination service)
+                # is the consequence of another's failure
+                aborted = -signal.SIGABRT
+                failed = min(ended, key=lambda p: (p.popen.returncode == aborted, p.index))
+                code = exit_code(failed.popen.returncode)
                 break
             if all(c == 0 for c in codes):
                 break
             if deadline is not None and time.monotonic() > deadline:
-                print(f"launch: --timeout {args.timeout} s reached; stopping", file=sys.stderr)
                 code = 124
                 break
-            time.sleep(0.2)
+            time.sleep(0.05)
     except KeyboardInterrupt:
-        print("launch: interrupted; stopping the processes", file=sys.stderr)
         code = 130
     finally:
         _stop_all(procs, args.grace)
+    # the summary comes after every process's last line
+    if failed is not None:
+        print(
+            f"launch: process {failed.index} exited with code {failed.popen.returncode}: "
+            f"{failed.reason()}; stopped the others",
+            file=sys.stderr,
+        )
+    elif code == 124:
+        print(f"launch: --timeout {args.timeout} s reached; stopped every process", file=sys.stderr)
+    elif code == 130:
+        print("launch: interrupted; stopped every process", file=sys.stderr)
     return code
 
 

@@ -108,15 +108,20 @@ def epic_sentences_parsed(epic_dir):
     return table.texts, captions.parse(table.texts)
 
 
-@pytest.fixture(scope="session")
-def contra_both_m2(tmp_path_factory):
-    """One in-process ConTra run with clip and text context (m = 2, 2 epochs, device
-    gather), shared by the tests that compare other runs with it or read its metrics:
-    (workdir, final metrics)."""
-    from train_runs import config
+# The longest modules first: pytest-xdist (--dist loadscope) hands out modules in this
+# order, so no worker is left alone with a long module at the end of the run.
+LONGEST_FIRST = (
+    "test_distributed.py",
+    "test_main.py",
+    "test_train_contra.py",
+    "test_train_objectives.py",
+    "test_checkpoint_faults.py",
+    "test_runlocal_pinned.py",
+    "test_train_proxy.py",
+    "test_train_config_errors.py",
+)
 
-    from jaxsvr import train
 
-    workdir = tmp_path_factory.mktemp("contra_both_m2")
-    c = config("epic_contra", "context=both,m=2,runlocal", train__num_epochs=2)
-    return workdir, train.train_and_evaluate(c, workdir)
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -88,22 +88,13 @@ def test_eight_fake_devices_follow_the_one_device_loss_curve(reference, tmp_path
     np.testing.assert_allclose([got[s] for s in want], [want[s] for s in want], rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "arg",
-    [
-        "configs/epic_sms.py:sms,runlocal",  # relevant-caption pairing, [B, B] loss
-        "configs/epic_contra.py:context=both,m=2,runlocal",  # windows, neighbours
-    ],
-)
-def test_batch_loss_on_eight_fake_devices_follows_one_device(tmp_path, arg, request):
-    """A [B, B] loss of a sharded batch: SMS over heads, and ConTra's CML + NEI + UNI. The
-    ConTra one-device run is the shared in-process one (`contra_both_m2`)."""
-    if "contra" in arg:
-        one_dir = request.getfixturevalue("contra_both_m2")[0]
-    else:
-        one_dir = tmp_path / "one"
-        one = run_main(one_dir, "--config.train.num_epochs=2", config_arg=arg)
-        assert one.returncode == 0, one.stderr[-3000:]
+def test_batch_loss_on_eight_fake_devices_follows_one_device(tmp_path):
+    """A [B, B] loss of a sharded batch (SMS over heads, relevant-caption pairing); ConTra's
+    is in tests/test_train_contra.py."""
+    arg = "configs/epic_sms.py:sms,runlocal"
+    one_dir = tmp_path / "one"
+    one = run_main(one_dir, "--config.train.num_epochs=2", config_arg=arg)
+    assert one.returncode == 0, one.stderr[-3000:]
     eight = run_main(tmp_path / "eight", "--config.train.num_epochs=2", config_arg=arg, devices=8)
     assert eight.returncode == 0, eight.stderr[-3000:]
     assert "on 8 device(s)" in eight.stderr

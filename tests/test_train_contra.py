@@ -1,12 +1,12 @@
-"""ConTra training: the objective's three terms against the reference losses on real
-model embeddings (neighbours aligned row by row), context variants, narration-instance
-evaluation, host vs device gathering, config variants."""
+"""ConTra training: 8 fake devices against one, the objective's three terms against the
+reference losses on real model embeddings (neighbours aligned row by row), context
+variants, narration-instance evaluation, host vs device gathering, config variants."""
 
 import jax
 import numpy as np
 import pytest
 from reference_losses import cross_modal_nce, neighbour_nce, uniformity
-from train_runs import config, jsonl
+from train_runs import config, jsonl, run_main, train_losses
 
 from jaxsvr import models, objectives, parallel, pipeline, train
 from jaxsvr.errors import InputError
@@ -15,6 +15,28 @@ from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 from jaxsvr.inputs import windows
 
 ONE = dict(train__num_epochs=1, eval__every_epochs=1)
+
+
+@pytest.fixture(scope="module")
+def contra_both_m2(tmp_path_factory):
+    """One in-process ConTra run with clip and text context (m = 2, 2 epochs, device
+    gather), shared by the tests that compare other runs with it or read its metrics:
+    (workdir, final metrics)."""
+    workdir = tmp_path_factory.mktemp("contra_both_m2")
+    c = config("epic_contra", "context=both,m=2,runlocal", train__num_epochs=2)
+    return workdir, train.train_and_evaluate(c, workdir)
+
+
+def test_eight_fake_devices_follow_one_device(contra_both_m2, tmp_path):
+    """CML + NEI + UNI of a batch sharded over 8 devices (windows and neighbours gathered
+    on the devices) follows the one-device run."""
+    arg = "configs/epic_contra.py:context=both,m=2,runlocal"
+    eight = run_main(tmp_path, "--config.train.num_epochs=2", config_arg=arg, devices=8)
+    assert eight.returncode == 0, eight.stderr[-3000:]
+    assert "on 8 device(s)" in eight.stderr
+    want, got = train_losses(contra_both_m2[0]), train_losses(tmp_path)
+    assert want.keys() == got.keys()
+    np.testing.assert_allclose([got[s] for s in want], [want[s] for s in want], rtol=0, atol=1e-5)
 
 
 def embed(model, params, inputs):

@@ -21,6 +21,7 @@ are kept as `class_*`; nDCG and mAP always use the class relevance.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -101,17 +102,25 @@ class RetrievalEvaluator:
         return v @ t.T
 
     def __call__(self, params: Any, *, with_similarity: bool = False) -> dict[str, Any]:
-        """The test metrics (and the similarity matrix under "similarity" if asked)."""
+        """The test metrics (and the similarity matrix under "similarity" if asked).
+
+        Every process embeds its share and holds the whole similarity matrix; the metrics
+        are computed once, on process 0, and sent to the others (every process needs them:
+        they all decide together whether a checkpoint is the best)."""
         start = time.perf_counter()
         sim = self.similarity(params)
+        metrics = _on_process_0(lambda: self._metrics(sim))
+        metrics["eval_seconds"] = time.perf_counter() - start
+        if with_similarity:
+            metrics["similarity"] = sim
+        return metrics
+
+    def _metrics(self, sim: np.ndarray) -> dict[str, Any]:
         metrics = evaluate(sim, self.relevance, threshold=self.threshold, backend=self.backend)
         if self.instance is not None:
             single = evaluate(sim, self.instance, backend=self.backend)
             for key in [k for k in metrics if k.startswith(RECALL_KEYS)]:
                 metrics[f"class_{key}"], metrics[key] = metrics[key], single[key]
-        metrics["eval_seconds"] = time.perf_counter() - start
-        if with_similarity:
-            metrics["similarity"] = sim
         return metrics
 
     def _embed(self, fn, params, arrays: dict[str, np.ndarray], windows=None):
@@ -141,6 +150,20 @@ class RetrievalEvaluator:
                 cols = min(step, nt - t0)
                 out[v0 : v0 + rows, t0 : t0 + cols] = _to_host(block)[:rows, :cols]
         return out
+
+
+def _on_process_0(compute) -> dict[str, Any]:
+    """`compute()` (a dict of numbers) run on process 0 only, and sent to every process as
+    JSON (floats round-trip exactly)."""
+    if jax.process_count() == 1:
+        return compute()
+    payload = b""
+    if jax.process_index() == 0:
+        plain = {k: v.item() if isinstance(v, np.generic) else v for k, v in compute().items()}
+        payload = json.dumps(plain).encode()
+    size = int(multihost_utils.broadcast_one_to_all(np.array(len(payload), np.int64)))
+    data = np.frombuffer(payload, np.uint8) if payload else np.zeros(size, np.uint8)
+    return json.loads(np.asarray(multihost_utils.broadcast_one_to_all(data)).tobytes())
 
 
 def _rows(x: np.ndarray, start: int, size: int, windows: np.ndarray | None) -> np.ndarray:
