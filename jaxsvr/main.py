@@ -5,11 +5,13 @@ names the job; overrides like `--config.data.annotations=../shared/data/epic100`
 Jobs: `train` (`jaxsvr.train.train_and_evaluate`: train, evaluate, checkpoint; rerunning
 the command resumes from WORKDIR) and `eval_demo` (evaluation on reference similarities).
 
-Exit codes (README, "Exit codes"): 0 done; 1 the training diverged (non-finite loss; the
+Exit codes (docs/failures.md): 0 done; 1 the training diverged (non-finite loss; the
 step is named); 2 bad input, found before anything was written (one line: missing or
 broken config file, unknown config key or variant, a value out of range, an unusable or
 busy workdir, missing file, features that disagree with the annotations or each other,
-non-finite features).
+non-finite features). In a run of several processes (`jaxsvr.distributed`) a failing
+process exits at once with its code (1 for an unexpected error, its traceback logged)
+instead of waiting for the others in the shutdown barrier; its launcher stops them.
 """
 
 import ast

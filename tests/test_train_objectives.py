@@ -117,14 +117,19 @@ def test_block_scoring_equals_all_pairs_with_ragged_chunks():
     video = rng.normal(size=(nv, 3, 10)).astype(np.float32)
     model = hgr.Model(vocab_size=30, video_dim=10, embed_dim=8, word_dim=6, hidden=8)
     first = {"video": video[:2], **{k: v[:2] for k, v in text.items()}}
-    params = model.init(jax.random.key(0), first)
+    params = jax.jit(model.init)(jax.random.key(0), first)  # jitted: eager GRUs crawl
     rel = rng.uniform(size=(nv, nt)).astype(np.float32)
     mesh = parallel.make_mesh()
     ev = RetrievalEvaluator(model, video, text, rel, mesh, chunk=4, text_chunk=5, backend="numpy")
     got = ev.similarity(params)
-    v = model.apply(params, {"video": video}, method=model.embed_video)
-    t = model.apply(params, text, method=model.embed_text)
-    want = model.apply(params, v, t, method=model.similarity)["action"]
+
+    @jax.jit
+    def all_pairs(params, video, text):
+        v = model.apply(params, {"video": video}, method=model.embed_video)
+        t = model.apply(params, text, method=model.embed_text)
+        return model.apply(params, v, t, method=model.similarity)["action"]
+
+    want = all_pairs(params, video, text)
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-6)
 
 

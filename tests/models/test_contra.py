@@ -47,12 +47,18 @@ def setup():
     return model, params, batch
 
 
+def _embed(model, method, params, batch, rngs=None, **kw):
+    """The action embedding, jitted (eager attention layers compile op by op)."""
+    fn = jax.jit(lambda p, b, r: model.apply(p, b, method=method, rngs=r, **kw)["action"])
+    return np.asarray(fn(params, batch, rngs))
+
+
 def video(model, params, batch, **kw):
-    return np.asarray(model.apply(params, batch, method=model.embed_video, **kw)["action"])
+    return _embed(model, model.embed_video, params, batch, **kw)
 
 
 def text(model, params, batch, **kw):
-    return np.asarray(model.apply(params, batch, method=model.embed_text, **kw)["action"])
+    return _embed(model, model.embed_text, params, batch, **kw)
 
 
 @pytest.mark.parametrize("m_video", [0, 2])
@@ -61,12 +67,13 @@ def test_shapes_norms_and_windows(m_video, m_text):
     model = make_model(m_video, m_text)
     assert model.windows == {"video": m_video, "caption": m_text}
     batch = make_batch(m_video, m_text)
-    params = model.init(jax.random.key(0), batch)
-    v, t = model.apply(params, batch)
+    params = jax.jit(model.init)(jax.random.key(0), batch)
+    v, t = jax.jit(model.apply)(params, batch)
     for e in (v["action"], t["action"]):
         assert e.shape == (N, 8)
         np.testing.assert_allclose(np.linalg.norm(e, axis=-1), 1, atol=1e-5)
-    sim = model.apply(params, v, t, method=model.similarity)["action"]
+    sim = jax.jit(lambda p, a, b: model.apply(p, a, b, method=model.similarity))(params, v, t)
+    sim = sim["action"]
     np.testing.assert_allclose(sim, v["action"] @ t["action"].T, atol=1e-6)
     p = params["params"]
     assert p["video_context"]["position"].shape == (2 * m_video + 1, 8)
@@ -92,7 +99,7 @@ def test_centre_depends_on_neighbour_clips_and_sentences(setup):
 def test_window_of_one_has_no_neighbours():
     model = make_model(m_video=0, m_text=0)
     batch = make_batch(0, 0)
-    params = model.init(jax.random.key(0), batch)
+    params = jax.jit(model.init)(jax.random.key(0), batch)
     with pytest.raises(InputError, match="2m\\+1 = 1"):
         model.apply(params, make_batch(2, 0), method=model.embed_video)
     with pytest.raises(InputError, match="caption"):
@@ -105,7 +112,7 @@ def test_window_of_one_has_no_neighbours():
 def test_padding_does_not_change_the_sentence(m_text):
     model = make_model(m_video=0, m_text=m_text)
     batch = make_batch(0, m_text)
-    params = model.init(jax.random.key(0), batch)
+    params = jax.jit(model.init)(jax.random.key(0), batch)
     padded = dict(batch, caption=np.pad(batch["caption"], ((0, 0), (0, 0), (0, 4))))
     np.testing.assert_allclose(text(model, params, padded), text(model, params, batch), atol=1e-6)
     # a sentence without tokens max-pools to zero (the output bias is zero at init)
@@ -116,14 +123,14 @@ def test_padding_does_not_change_the_sentence(m_text):
 
 def test_positional_init_and_residual_mlp():
     wide = make_model(m_video=4, embed_dim=64, video_heads=4)
-    params = wide.init(jax.random.key(0), make_batch(4, 1))["params"]
+    params = jax.jit(wide.init)(jax.random.key(0), make_batch(4, 1))["params"]
     position = params["video_context"]["position"]  # [9, 64]
     assert position.shape == (9, 64)
     assert 0.0008 < float(jnp.std(position)) < 0.0012
 
     batch = make_batch()
     with_g = make_model(residual_mlp=True)
-    params = with_g.init(jax.random.key(0), batch)
+    params = jax.jit(with_g.init)(jax.random.key(0), batch)
     for branch in ("video_context", "text_context"):
         assert {"g_hidden", "g_out"} <= set(params["params"][branch])
     plain = make_model()
@@ -132,7 +139,7 @@ def test_positional_init_and_residual_mlp():
         for name in ("g_hidden", "g_out"):
             del without_g["params"][branch][name]
     assert jax.tree_util.tree_structure(without_g) == jax.tree_util.tree_structure(
-        plain.init(jax.random.key(0), batch)
+        jax.eval_shape(plain.init, jax.random.key(0), batch)
     )
     assert not np.allclose(video(with_g, params, batch), video(plain, without_g, batch))
     assert not np.allclose(text(with_g, params, batch), text(plain, without_g, batch))

@@ -107,14 +107,15 @@ def test_padding_and_absent_nodes_change_nothing(setup):
 def test_video_padding_and_clip_features(setup):
     model, params, batch, embed = setup
     v, t = embed(params, batch)
-    video = functools.partial(model.apply, method=model.embed_video)
+    video = jax.jit(functools.partial(model.apply, method=model.embed_video))
+    similarity = jax.jit(functools.partial(model.apply, method=model.similarity))
     # two more zero segments (max_segments raised so no subsampling happens)
     wide = model.clone(max_segments=T + 2)
     padded = dict(batch, video=np.pad(batch["video"], ((0, 0), (0, 2), (0, 0))))
-    v2 = wide.apply(params, padded, method=wide.embed_video)
+    v2 = jax.jit(functools.partial(wide.apply, method=wide.embed_video))(params, padded)
     np.testing.assert_allclose(v2["sentence"], v["sentence"], atol=1e-6)
-    scores = model.apply(params, v, t, method=model.similarity)
-    assert_trees_close(model.apply(params, v2, t, method=model.similarity), scores)
+    scores = similarity(params, v, t)
+    assert_trees_close(similarity(params, v2, t), scores)
     # [n, D] clip features are one segment
     clip = dict(batch, video=batch["video"][:, 0])
     one = dict(batch, video=batch["video"][:, :1])
@@ -177,7 +178,7 @@ def test_similarity_matches_direct_formula(setup):
     np.testing.assert_allclose(got["action"], mean, rtol=1e-6, atol=1e-7)
     # aligned pairs: the diagonal
     rows = jax.tree.map(lambda x: x[:5], t)
-    pairs = model.apply(params, v, rows, method=model.pair_similarity)
+    pairs = jax.jit(functools.partial(model.apply, method=model.pair_similarity))(params, v, rows)
     for level in model.levels:
         np.testing.assert_allclose(pairs[level], np.diag(got[level][:, :5]), rtol=1e-5, atol=1e-6)
 
