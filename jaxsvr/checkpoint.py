@@ -50,6 +50,7 @@ import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
 from jaxsvr.errors import InputError
+from jaxsvr.files import locations
 
 UNUSABLE = "unusable"  # WORKDIR/unusable/: checkpoints moved aside
 _STEP_METADATA = "_CHECKPOINT_METADATA"  # orbax's per-step JSON, read when a manager starts
@@ -89,7 +90,7 @@ class Checkpointer:
                 "config.checkpoint.every_steps and config.checkpoint.keep must be >= 1, got "
                 f"{every_steps} and {keep}"
             )
-        self.workdir = Path(workdir).absolute()
+        self.workdir = locations.for_orbax(locations.locate(workdir))
         self.every_steps = every_steps
         self.metric = metric
         self.moved = 0  # checkpoints/ folders moved aside in this run

@@ -7,6 +7,10 @@ by tensorboardX (its protobufs and TFRecord writer, no TensorFlow); only viewing
 needs tensorboard.
 
 Only process 0 should write: other processes pass `enabled=False` and get a no-op writer.
+A URL workdir (`gs://...`, `file://...`: `jaxsvr.files.locations`; an object store cannot
+append) is served by the same files in a local staging folder, each copied whole to the
+workdir at every `flush` (the trainer flushes every log step and evaluation) and removed
+at `close`; a resumed run first copies the workdir's `metrics.jsonl` down.
 A run that resumes from a checkpoint at step s passes `resume_step=s`: later JSON lines
 (written after the checkpoint by the crashed run) are dropped, and the new event file opens
 with a SessionLog START at step s + 1 that makes TensorBoard
@@ -22,6 +26,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,7 +37,8 @@ import numpy as np
 from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto import event_pb2, summary_pb2
 
-from jaxsvr.workdir import write_text
+from jaxsvr.files import locations
+from jaxsvr.workdir import atomic_write, write_text
 
 
 def _to_python(value: object) -> int | float:
@@ -64,18 +71,25 @@ class MetricWriter:
         self._resume_step = resume_step
         if not enabled:
             return
-        workdir = Path(workdir)
-        tb_dir = workdir / "tensorboard"
+        workdir = locations.locate(workdir)
+        # The workdir itself, or (a URL) the staging folder whose files `flush` copies to it.
+        self._remote = None if locations.local_file(workdir) else workdir
+        local = Path(tempfile.mkdtemp(prefix="jaxsvr-metrics-")) if self._remote else workdir
+        tb_dir = local / "tensorboard"
         tb_dir.mkdir(parents=True, exist_ok=True)
-        jsonl = workdir / "metrics.jsonl"
+        if self._remote:
+            (workdir / "tensorboard").mkdir(parents=True, exist_ok=True)
+        # tensorboardX names the file by the second and opens it with "wb": each later
+        # writer of the workdir (a resume) numbers its file, so none is overwritten.
+        earlier = len(list((workdir / "tensorboard").glob("events.out.tfevents.*")))
+        jsonl = local / "metrics.jsonl"
+        if self._remote and resume_step is not None and (workdir / "metrics.jsonl").exists():
+            jsonl.write_bytes((workdir / "metrics.jsonl").read_bytes())
         if resume_step is not None and jsonl.exists():
             _keep_until(jsonl, resume_step)
         mode = "a" if resume_step is not None else "w"
         self._jsonl = open(jsonl, mode, buffering=1, encoding="utf-8")
-
-        # tensorboardX names the file by the second and opens it with "wb": each later
-        # writer of the workdir (a resume) numbers its file, so none is overwritten.
-        earlier = len(list(tb_dir.glob("events.out.tfevents.*")))
+        self._staged = (jsonl, None)
         # tensorboardX's synchronous writer (its SummaryWriter queues events on a thread,
         # and its flush() does not wait for them): each record reaches the file whole.
         self._events = EventsWriter(
@@ -87,6 +101,7 @@ class MetricWriter:
             self._events.write_event(
                 event_pb2.Event(wall_time=time.time(), step=resume_step + 1, session_log=start)
             )
+        self._staged = (jsonl, Path(self._events._file_name))
         self.flush()
 
     def write_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
@@ -122,6 +137,10 @@ class MetricWriter:
             return
         self._events.flush()
         self._jsonl.flush()
+        if self._remote is not None:
+            jsonl, events = self._staged
+            write_bytes(self._remote / "metrics.jsonl", jsonl.read_bytes())
+            write_bytes(self._remote / "tensorboard" / events.name, events.read_bytes())
 
     def close(self) -> None:
         """Flushes and closes both files; the writer must not be used afterwards."""
@@ -130,6 +149,8 @@ class MetricWriter:
         self.flush()
         self._events.close()
         self._jsonl.close()
+        if self._remote is not None:
+            shutil.rmtree(self._staged[0].parent, ignore_errors=True)
 
     def __enter__(self) -> MetricWriter:
         return self
@@ -169,3 +190,8 @@ def _keep_until(jsonl: Path, step: int) -> None:
             raw,
         )
     write_text(jsonl, "".join(kept))
+
+
+def write_bytes(path, data: bytes) -> None:
+    """`atomic_write` of `data` (a staged file copied whole to a URL workdir)."""
+    atomic_write(path, lambda f: f.write(data))

@@ -16,26 +16,36 @@ files written into it whole with the usual permissions.
   only their parts of the checkpoints, which orbax coordinates).
 - `atomic_write(path, write)`: a temporary file in the same folder, renamed into place,
   with mode 0666 minus the umask as `open()` gives (not the 0600 of `tempfile.mkstemp`).
+
+A URL workdir (`gs://bucket/run`, `file:///...`: `jaxsvr.files.locations`) takes the same
+checks through its filesystem, except that nothing probes whether it accepts files (the
+first write says so) and nothing locks it: object stores have no locks, so one run per
+URL workdir is the user's promise (logged when the run opens it). Its files are written
+under a temporary name and renamed into place too.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import socket
 import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 from jaxsvr.errors import InputError
+from jaxsvr.files import locations
 
 LOCK_NAME = ".lock"
 
 
-def check(path: str | os.PathLike | None) -> Path:
-    """Returns `path` as a Path if a run can write there; else raises InputError.
+def check(path: str | os.PathLike | None) -> locations.Location:
+    """Returns `path` as a Path (an epath for a URL) if a run can write there; else raises
+    InputError.
 
     Nothing is created: the nearest existing folder on the path is asked to take an
     unnamed temporary file (O_TMPFILE where the filesystem has it), which leaves no entry
@@ -43,7 +53,9 @@ def check(path: str | os.PathLike | None) -> Path:
     """
     if path is None or str(path).strip() == "":
         raise InputError("--workdir is empty: name a folder for the run's outputs")
-    path = Path(path)
+    path = locations.locate(path)
+    if locations.local_file(path) is None:
+        return _check_url(path)
     existing = path
     while True:
         try:
@@ -89,12 +101,26 @@ ENTRIES = {
 }
 
 
-def _check_entries(path: Path) -> None:
+def _check_url(path):
+    """`check` for a URL workdir (see the module docstring)."""
+    try:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"workdir {path} is a file, not a folder: pick another --workdir")
+        if path.is_dir():
+            _check_entries(path)
+    except OSError as e:
+        raise InputError(f"workdir {path}: cannot look at it ({e.strerror or e})") from None
+    return path
+
+
+def _check_entries(path) -> None:
     """A run's own entries in an existing workdir must be of their kind (a `checkpoints`
     file or a `metrics.jsonl` folder would fail the run midway, after it wrote)."""
+    local = locations.local_file(path) is not None
     for name, folder in ENTRIES.items():
         entry = path / name
-        if os.path.lexists(entry) and entry.is_dir() != folder:
+        found = os.path.lexists(entry) if local else entry.exists()
+        if found and entry.is_dir() != folder:
             want, got = ("folder", "file") if folder else ("file", "folder")
             if not entry.exists():
                 got = "broken symbolic link"
@@ -126,6 +152,8 @@ class Workdir:
         """
         if not self.lead or self._fd is not None:
             return self.path
+        if locations.local_file(self.path) is None:
+            return self._open_url()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
@@ -148,6 +176,20 @@ class Workdir:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
         self._fd = fd
+        return self.path
+
+    def _open_url(self):
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(
+                f"cannot create workdir {self.path}: {e.strerror or e}; pick another --workdir"
+            ) from None
+        logging.warning(
+            "workdir %s is a URL: it is not locked (object stores have no locks), so run one "
+            "job at a time in it",
+            self.path,
+        )
         return self.path
 
     def close(self) -> None:
@@ -185,7 +227,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     """Writes `path` whole: `write(f)` fills a temporary file in the same folder, which
     then replaces `path` with mode `file_mode()`. On any failure the temporary is removed
     and `path` is left as it was."""
-    path = Path(path)
+    path = locations.locate(path)
+    if locations.local_file(path) is None:
+        return _atomic_write_url(path, write)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -196,6 +240,22 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
         try:
             os.unlink(tmp)
         except FileNotFoundError:
+            pass
+        raise
+
+
+def _atomic_write_url(path, write: Callable[[BinaryIO], object]) -> None:
+    """`atomic_write` through a URL's filesystem (a bucket makes an object whole when its
+    upload ends; the rename makes a `file://` file appear whole too)."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with tmp.open("wb") as f:
+            write(f)
+        tmp.replace(path)
+    except BaseException:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
             pass
         raise
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jaxsvr.annotations import epic100
 from jaxsvr.errors import InputError
+from jaxsvr.files.locations import locate
 
 TEXT_COLUMNS = ("caption", "narration", "sentence")
 
@@ -41,7 +42,7 @@ def first_occurrence_groups(keys: Sequence) -> tuple[list, list[int]]:
 def read_csv(path: str | Path) -> CaptionTable:
     """Reads captions from a CSV with a `caption`, `narration` or `sentence` column (EPIC
     sentence files have `narration`) and an optional `video_id` column."""
-    path = Path(path)
+    path = locate(path)
     texts: list[str] = []
     videos: list[str] = []
     column = None

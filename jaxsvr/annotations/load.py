@@ -25,6 +25,7 @@ from jaxsvr.annotations import epic100, kitchen
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.annotations.epic100 import Clips, Sentences
 from jaxsvr.errors import InputError
+from jaxsvr.files.locations import locate
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -56,7 +57,7 @@ class Annotations:
 
 def epic100_folder(root: str | Path, train_clips: str = epic100.TRAIN_CLIPS) -> Annotations:
     """The EPIC-KITCHENS-100 retrieval annotations in folder `root`."""
-    root = Path(root)
+    root = locate(root)
     if not root.is_dir():
         raise InputError(
             f"annotation folder {root} {'is a file' if root.exists() else 'not found'} "

@@ -19,13 +19,14 @@ import numpy as np
 
 from jaxsvr.annotations.captioned import CaptionedVideos, load_json
 from jaxsvr.errors import InputError
+from jaxsvr.files.locations import locate
 
 SPLITS = {"train": "train", "validate": "val", "val": "val", "test": "test"}
 
 
 def read(path: str | Path) -> CaptionedVideos:
     """Every sentence of the file with its video's split and times."""
-    path = Path(path)
+    path = locate(path)
     data = load_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("videos"), list):
         raise InputError(f"{path}: no 'videos' list: expected MSR-VTT's videodatainfo JSON")

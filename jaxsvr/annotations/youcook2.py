@@ -28,6 +28,7 @@ import numpy as np
 from jaxsvr.annotations.captioned import CaptionedVideos, load_json
 from jaxsvr.annotations.epic100 import Clips
 from jaxsvr.errors import InputError
+from jaxsvr.files.locations import locate
 from jaxsvr.workdir import write_text
 
 SUBSETS = {"training": "train", "validation": "val", "testing": "test"}
@@ -35,7 +36,8 @@ SUBSETS = {"training": "train", "validation": "val", "testing": "test"}
 
 def read(path: str | Path, val_as_test: bool = True) -> CaptionedVideos:
     """All annotated segments of the file, videos in file order, segments by start time."""
-    return parse(load_json(Path(path)), Path(path), val_as_test)
+    path = locate(path)
+    return parse(load_json(path), path, val_as_test)
 
 
 def parse(data, path: str | Path = "<annotations>", val_as_test: bool = True) -> CaptionedVideos:

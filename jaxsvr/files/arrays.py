@@ -12,9 +12,10 @@ store `jaxsvr.inputs.features`) goes through `load_npy` / `NpzArchive` here, whi
 - shape x itemsize equals the bytes that follow the header, so a header claiming an
   enormous shape (or a truncated file) is refused before it can exhaust memory.
 
-Arrays are never unpickled. `to_float32` casts to float32 and checks finiteness chunk
-by chunk, naming the first bad row and telling values beyond the float32 range (finite
-float64 that became inf in the cast) apart from NaN / inf in the file.
+A path may be a URL (`jaxsvr.files.locations`): it is read through its filesystem,
+never memory-mapped. Arrays are never unpickled. `to_float32` casts to float32 and checks
+finiteness chunk by chunk, naming the first bad row and telling values beyond the float32
+range (finite float64 that became inf in the cast) apart from NaN / inf in the file.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import math
 import os
 import stat
 import zipfile
-from pathlib import Path
 
 import numpy as np
 
 from jaxsvr.errors import InputError
+from jaxsvr.files import locations
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip with members, an empty zip
@@ -63,18 +64,19 @@ def load_npy(
     Raises:
       InputError: a missing, empty, non-.npy or corrupt file, or a refused dtype.
     """
-    path = Path(path)
-    with _open(path, what) as f:
-        size = os.fstat(f.fileno()).st_size
+    path = locations.locate(path)
+    size, f = _open(path, what)
+    with f:
         head = f.read(len(NPY_MAGIC))
         f.seek(0)
         _check_magic(head, path, what, archive_hint=True)
         dtype, shape, fortran = _read_header(f, path, what)
         offset = f.tell()
         _check_size(dtype, shape, size - offset, path, what)
-        if mmap and math.prod(shape) > 0:
+        local = locations.local_file(path)  # a URL is read, not memory-mapped
+        if mmap and local is not None and math.prod(shape) > 0:
             order = "F" if fortran else "C"
-            array = np.memmap(path, dtype, mode="r", offset=offset, shape=shape, order=order)
+            array = np.memmap(local, dtype, mode="r", offset=offset, shape=shape, order=order)
         else:
             array = _read_data(f, dtype, shape, fortran, path, what)
     return to_float32(array, path, what) if float32 else array
@@ -87,8 +89,9 @@ class NpzArchive:
     """
 
     def __init__(self, path: str | os.PathLike, *, what: str = "array"):
-        self.path, self.what = Path(path), what
-        with _open(self.path, what) as f:
+        self.path, self.what = locations.locate(path), what
+        _, f = _open(self.path, what)
+        with f:
             head = f.read(len(NPY_MAGIC))
         if head.startswith(NPY_MAGIC):
             raise InputError(
@@ -99,9 +102,11 @@ class NpzArchive:
                 f"{what} file {self.path} is {_empty_or_not(head)} .npz archive "
                 "(no zip header): save it with np.savez"
             )
+        self._file = self.path.open("rb")  # zipfile seeks in it: local file or URL alike
         try:
-            self._zip = zipfile.ZipFile(self.path)
+            self._zip = zipfile.ZipFile(self._file)
         except (zipfile.BadZipFile, OSError, ValueError) as e:
+            self._file.close()
             raise InputError(
                 f"{what} file {self.path} is not a readable .npz archive ({_first_line(e)}): "
                 "save it again with np.savez"
@@ -114,6 +119,7 @@ class NpzArchive:
 
     def __exit__(self, *exc) -> None:
         self._zip.close()
+        self._file.close()
 
     def load(self, name: str, *, float32: bool = False) -> np.ndarray:
         """The member array `name`, checked like `load_npy` (dtype, header vs size)."""
@@ -175,8 +181,11 @@ def to_float32(
     return out
 
 
-def _open(path: Path, what: str):
-    """The file opened for reading; a missing, non-regular or unreadable file is one line."""
+def _open(path: locations.Location, what: str):
+    """(size, the file opened for reading); a missing, non-regular or unreadable file is
+    one line."""
+    if locations.local_file(path) is None:
+        return _open_url(path, what)
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -191,9 +200,21 @@ def _open(path: Path, what: str):
             "saved with np.save"
         )
     try:
-        return path.open("rb")
+        return os.stat(path).st_size, path.open("rb")
     except OSError as e:
         raise InputError(f"cannot read {what} file {path}: {e.strerror}") from None
+
+
+def _open_url(path, what: str):
+    """`_open` through the URL's filesystem (`jaxsvr.files.locations`)."""
+    try:
+        if path.is_dir():
+            raise InputError(f"{what} file {path} is a folder, not a file: name the file")
+        if not path.exists():
+            raise InputError(f"{what} file {path} not found")
+        return path.stat().length, path.open("rb")
+    except OSError as e:
+        raise InputError(f"cannot read {what} file {path}: {e.strerror or e}") from None
 
 
 def _check_magic(head: bytes, where, what: str, *, archive_hint: bool) -> None:

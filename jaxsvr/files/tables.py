@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from jaxsvr.errors import InputError
+from jaxsvr.files.locations import locate
 
 MAX_CLASS_ID = 999_999  # without a class table: ids beyond this are typos, not classes
 _INT = re.compile(r"\s*[-+]?\d{1,18}\s*\Z")
@@ -36,7 +37,7 @@ _INT = re.compile(r"\s*[-+]?\d{1,18}\s*\Z")
 
 def read_text(path: str | Path, what: str = "annotation file") -> str:
     """The UTF-8 text of a file; a missing, unreadable or non-UTF-8 file is one line."""
-    path = Path(path)
+    path = locate(path)
     if path.is_dir():
         raise InputError(f"{what} {path} is a folder, not a file: name the file")
     if not path.exists():
@@ -135,7 +136,7 @@ def csv_rows(path: str | Path, required: tuple[str, ...]) -> Iterator[Row]:
     """The data rows of a CSV file that has the `required` columns (see the module
     docstring for the checks). Blank lines are skipped; a file without data rows is an
     error. Each row knows its file and line (`row.error`)."""
-    path = Path(path)
+    path = locate(path)
     text = read_text(path)
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     header = _next_row(reader, path)
@@ -196,7 +197,7 @@ def _next_row(reader, path: Path) -> tuple[list[str], int] | None:
 
 def load_json(path: str | Path):
     """A JSON annotation file; a missing, non-UTF-8 or invalid file is one line."""
-    path = Path(path)
+    path = locate(path)
     text = read_text(path)
     try:
         return json.loads(text, parse_constant=_reject_constant)

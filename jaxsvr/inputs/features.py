@@ -5,7 +5,8 @@ features or (N, T, D) per-segment features. Files, in the order `find_split_feat
 looks for them in a features folder (`--config.data.features`):
 
 - `{split}.npy`: opened memory-mapped (`mmap_mode="r"`, never with pickle), so a
-  multi-GB store costs no RAM until batches touch its rows;
+  multi-GB store costs no RAM until batches touch its rows (from a URL, `gs://` or
+  `file://`, it is streamed into host memory: `jaxsvr.files.locations`);
 - `{split}.npz`: the array named `key` (default `features`, or the only array);
 - `EPIC_100_retrieval_{split}_features_mean.pkl`: the TBN features published with the
   EPIC-KITCHENS-100 multi-instance retrieval baselines (JPoSE / MMEN). Read only with
@@ -40,6 +41,7 @@ import numpy as np
 
 from jaxsvr.errors import InputError
 from jaxsvr.files import arrays
+from jaxsvr.files.locations import locate
 
 FEATURES_CONFIG_KEY = "--config.data.features"
 ALLOW_PICKLE_FLAG = "--config.data.allow_pickle=True"
@@ -75,7 +77,7 @@ def load_features(
       float32 array [rows, D] or [rows, T, D]. A float32 `.npy` stays memory-mapped;
       other dtypes are converted into memory.
     """
-    path = Path(path)
+    path = locate(path)
     if not path.is_file():
         raise InputError(f"features file {path} not found: set {config_key} to where it is")
     suffix = path.suffix.lower()
@@ -121,7 +123,7 @@ def find_split_features(
     Returns:
       float32 array [rows, D] or [rows, T, D] (see `load_features`).
     """
-    folder = Path(folder)
+    folder = locate(folder)
     if not folder.is_dir():
         state = "is a file, not a folder" if folder.exists() else "not found"
         raise InputError(f"features folder {folder} {state}: set {config_key} to the folder")

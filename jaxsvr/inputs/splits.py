@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
 
 import ml_collections
 import numpy as np
@@ -32,6 +31,7 @@ from jaxsvr.annotations import epic100, msrvtt, youcook2
 from jaxsvr.annotations.epic100 import Clips
 from jaxsvr.annotations.load import Annotations
 from jaxsvr.errors import InputError
+from jaxsvr.files.locations import locate
 from jaxsvr.inputs import features, roles, synthetic, synthetic_text, text
 from jaxsvr.nlp import words
 
@@ -236,7 +236,7 @@ def _spec(cls, values: ml_collections.ConfigDict, key: str):
 
 def _real_features(data, what: str, **rows: int) -> tuple[np.ndarray, ...]:
     """The arrays named by `rows` (file stem -> expected rows) in the features folder."""
-    folder = Path(data.features)
+    folder = locate(data.features)
     logging.info("%s: real, from %s", what, folder)
     return tuple(
         features.find_split_features(folder, stem, rows=n, allow_pickle=data.allow_pickle)
