@@ -46,8 +46,7 @@ class BatchSource:
 
     def __call__(self, step: int) -> dict[str, np.ndarray]:
         epoch, index = divmod(step - 1, self.steps_per_epoch)
-        batch = self.objective.host_batch(epoch, index, self.batch_size)
-        batch = {k: v[self.cut] for k, v in batch.items()}
+        batch = self.objective.host_batch(epoch, index, self.batch_size, self.cut)
         if self.gather == "host":
             batch.update(self.inputs.gather_host(self.objective.gathers, batch))
         return batch

@@ -39,9 +39,13 @@ class Objective(Protocol):
         """Batches in one epoch (the last partial batch is dropped)."""
         ...
 
-    def host_batch(self, epoch: int, step: int, batch_size: int) -> dict[str, np.ndarray]:
-        """Batch `step` of `epoch`: NumPy arrays keyed by `batch_keys`, a pure function of
-        (seed, epoch, step)."""
+    def host_batch(
+        self, epoch: int, step: int, batch_size: int, share: slice = slice(None)
+    ) -> dict[str, np.ndarray]:
+        """Rows `share` of batch `step` of `epoch` (one process's share; all by default):
+        NumPy arrays keyed by `batch_keys`, a pure function of (seed, epoch, step), so the
+        shares of all processes concatenate to the whole batch. Only the share's rows are
+        built where that saves work (relevance rows, gathered inputs)."""
         ...
 
     def loss(self, model, params, inputs: dict, batch: dict, rng) -> tuple[Any, dict]:

@@ -7,8 +7,6 @@ relevance matrix of that level when the loss takes one).
 
 from __future__ import annotations
 
-import numpy as np
-
 from jaxsvr import losses
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.objectives.base import Gather, embed, weighted_levels
@@ -43,8 +41,8 @@ class BatchObjective:
     def steps_per_epoch(self, batch_size: int) -> int:
         return self.sampler.steps_per_epoch(batch_size)
 
-    def host_batch(self, epoch: int, step: int, batch_size: int) -> dict[str, np.ndarray]:
-        return self.sampler.batch(epoch, step, batch_size)
+    def host_batch(self, epoch: int, step: int, batch_size: int, share: slice = slice(None)):
+        return self.sampler.batch(epoch, step, batch_size, share)
 
     def loss(self, model, params, inputs: dict, batch: dict, rng):
         video, text = embed(model, params, inputs, rng)

@@ -79,17 +79,17 @@ class ContraObjective:
     def steps_per_epoch(self, batch_size: int) -> int:
         return batches.steps_per_epoch(self.n, batch_size)
 
-    def host_batch(self, epoch: int, step: int, batch_size: int) -> dict[str, np.ndarray]:
+    def host_batch(self, epoch: int, step: int, batch_size: int, share: slice = slice(None)):
         order = batches.epoch_order(self.seed, epoch, self.n)
         rows = order[step * batch_size : (step + 1) * batch_size]
         rng = np.random.default_rng([self.seed, epoch, step, 0x4E31])
-        neighbour, has = self.neighbours.draw(rows, rng)
-        rows = rows.astype(np.int32)
+        neighbour, has = self.neighbours.draw(rows, rng)  # all rows: one draw per batch
+        rows = rows.astype(np.int32)[share]
         return {
             "video_rows": rows,
             "text_rows": rows,
-            "neighbour_rows": neighbour,
-            "has_neighbour": has,
+            "neighbour_rows": neighbour[share],
+            "has_neighbour": has[share],
         }
 
     def loss(self, model, params, inputs: dict, batch: dict, rng):

@@ -106,8 +106,8 @@ class TripletObjective:
     def steps_per_epoch(self, batch_size: int) -> int:
         return self.sampler.steps_per_epoch(batch_size)
 
-    def host_batch(self, epoch: int, step: int, batch_size: int) -> dict[str, np.ndarray]:
-        rows, margin = self.sampler.batch(epoch, step, batch_size)
+    def host_batch(self, epoch: int, step: int, batch_size: int, share: slice = slice(None)):
+        rows, margin = self.sampler.batch(epoch, step, batch_size, share)
         return {"rows": rows, "margin": margin}
 
     def loss(self, model, params, inputs: dict, batch: dict, rng):

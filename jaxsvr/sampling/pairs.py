@@ -83,18 +83,22 @@ class PairSampler:
     def steps_per_epoch(self, batch_size: int) -> int:
         return steps_per_epoch(self.n, batch_size)
 
-    def batch(self, epoch: int, step: int, batch_size: int) -> dict[str, np.ndarray]:
-        """`video_rows` [B], `text_rows` [B] int32 and `rel` [B, n_levels, B] float32."""
+    def batch(
+        self, epoch: int, step: int, batch_size: int, share: slice = slice(None)
+    ) -> dict[str, np.ndarray]:
+        """`video_rows` [S], `text_rows` [S] int32 and `rel` [S, n_levels, B] float32: the
+        rows `share` (S of them; all B by default) of the batch, against all its texts."""
         anchors = epoch_order(self.seed, epoch, self.n)[step * batch_size : (step + 1) * batch_size]
         if self.pairing == "own":
             texts = anchors
         else:
             rng = np.random.default_rng([self.seed, epoch, step, 0x9A1E])
             texts = self.relevant_captions(anchors, rng)
-        rel = np.stack([self.relevance.matrix(lv, anchors, texts) for lv in self.levels], axis=1)
+        mine = anchors[share]
+        rel = np.stack([self.relevance.matrix(lv, mine, texts) for lv in self.levels], axis=1)
         return {
-            "video_rows": anchors.astype(np.int32),
-            "text_rows": texts.astype(np.int32),
+            "video_rows": mine.astype(np.int32),
+            "text_rows": texts[share].astype(np.int32),
             "rel": rel,
         }
 

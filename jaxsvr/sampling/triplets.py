@@ -214,9 +214,12 @@ class TripletSampler:
         """[N] the anchors of epoch `epoch` in visiting order."""
         return batches.epoch_order(self.seed, epoch, self.n)
 
-    def batch(self, epoch: int, step: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rows [B, M] int32 and margins [B, n_levels, K] float32 of one batch."""
-        anchors = self.epoch_order(epoch)[step * batch_size : (step + 1) * batch_size]
+    def batch(
+        self, epoch: int, step: int, batch_size: int, share: slice = slice(None)
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows [S, M] int32 and margins [S, n_levels, K] float32 of the anchors `share`
+        (S of them; all B by default) of one batch."""
+        anchors = self.epoch_order(epoch)[step * batch_size : (step + 1) * batch_size][share]
         t = self.triplets(epoch // self.resample_every)
         layout = self.layout
         rows = np.empty((anchors.size, layout.rows_per_anchor), np.int32)
