@@ -8,7 +8,7 @@
 #
 # 1. creates the TPU VM slice NAME, or reuses it when it exists;
 # 2. copies this checkout (git archive of HEAD) to every worker and installs it with
-#    jax[tpu] in ~/jaxsvr/.venv;
+#    jax[tpu] and gcsfs (for gs:// data and workdirs) in ~/jaxsvr/.venv;
 # 3. copies each --data DIR to the same path under ~/jaxsvr on every worker (data in a
 #    gs:// bucket needs no copy: every worker reads it);
 # 4. runs `python -m jaxsvr.main <arguments>` on all workers at once (--worker=all):
@@ -63,7 +63,7 @@ archive="/tmp/jaxsvr-$name.tar.gz"
 run git -C "$root" archive --format=tar.gz --prefix=jaxsvr/ -o "$archive" HEAD
 run "${tpu[@]}" scp "$archive" "$name:jaxsvr.tar.gz" "${where[@]}" --worker=all
 run "${tpu[@]}" ssh "$name" "${where[@]}" --worker=all --command \
-  "rm -rf ~/jaxsvr && tar xzf jaxsvr.tar.gz && cd ~/jaxsvr && python3 -m venv .venv && . .venv/bin/activate && pip install -q -e . 'jax[tpu]'"
+  "rm -rf ~/jaxsvr && tar xzf jaxsvr.tar.gz && cd ~/jaxsvr && python3 -m venv .venv && . .venv/bin/activate && pip install -q -e '.[gcs]' 'jax[tpu]'"
 for dir in "${data[@]}"; do
   run "${tpu[@]}" scp --recurse "$dir" "$name:jaxsvr/$(dirname "$dir")/" "${where[@]}" --worker=all
 done

@@ -111,7 +111,8 @@ def _resume_from_25(src: Path, dest: Path) -> Path:
 
 
 def test_checkpoints_move_between_process_counts(runs, tmp_path):
-    """Written by 2 processes, resumed by 1 (4 devices), and the other way round."""
+    """Written by 2 processes, resumed by 1 (4 devices), and the other way round (the 2
+    processes resuming through a file:// URL workdir)."""
     two, one = runs[JPOSE, 2][0], runs[JPOSE, 1][0]
     work = _resume_from_25(two, tmp_path / "two_then_one")
     r = run_main(work, config_arg=JPOSE, devices=4)
@@ -120,9 +121,9 @@ def test_checkpoints_move_between_process_counts(runs, tmp_path):
     assert_same_run(work, one)
 
     work = _resume_from_25(one, tmp_path / "one_then_two")
-    r = launch(work)
+    r = launch(f"file://{work}")  # both processes on the URL route (jaxsvr.files.locations)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "at step 25" in r.stderr
+    assert "at step 25" in r.stderr and "is a URL: it is not locked" in r.stderr
     assert_same_run(work, two)
 
 

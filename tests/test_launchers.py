@@ -65,7 +65,7 @@ def test_tpu_pod_dry_run_prints_every_step():
     assert lines[2] == [*tpu, "scp", archive, "svr:jaxsvr.tar.gz", *where, "--worker=all"]
     install = lines[3]
     assert install[:7] == [*tpu, "ssh", "svr", *where][:7] and "--worker=all" in install
-    assert "pip install -q -e . 'jax[tpu]'" in install[-1]
+    assert "pip install -q -e '.[gcs]' 'jax[tpu]'" in install[-1]
     assert lines[4] == [
         *tpu,
         "scp",
