@@ -25,7 +25,9 @@ RANKS = {
         ("optim", "checkpoint", "metric_writers", "train_monitor", "input_pipeline"), 9
     ),
     **dict.fromkeys(("pipeline", "config_checks", "configs"), 10),
-    **dict.fromkeys(("train", "evaluate", "eval_demo", "main", "__init__"), 11),
+    **dict.fromkeys(
+        ("train", "evaluate", "eval_demo", "retrieval", "retrieve", "main", "__init__"), 11
+    ),
 }
 MODULES = sorted(PACKAGE.rglob("*.py"))
 

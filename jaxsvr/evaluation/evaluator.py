@@ -95,11 +95,19 @@ class RetrievalEvaluator:
 
     def similarity(self, params: Any) -> np.ndarray:
         """[Nv, Nt] float32 test similarity."""
-        t = self._embed(self._embed_text, params, self.text)
+        t = self.text_embeddings(params)
         if not self.dot:
             return self._blocks(params, t)
-        v = self._embed(self._embed_video, params, {"video": self.video}, self.video_windows)
-        return v @ t.T
+        return self.video_embeddings(params) @ t.T
+
+    def video_embeddings(self, params: Any) -> Any:
+        """The test clips' embeddings on the host: [Nv, d] `action` vectors for dot-product
+        models, else the model's whole {name: [Nv, ...]} embedding (`jaxsvr.retrieval`)."""
+        return self._embed(self._embed_video, params, {"video": self.video}, self.video_windows)
+
+    def text_embeddings(self, params: Any) -> Any:
+        """The test sentences' embeddings on the host, as `video_embeddings`."""
+        return self._embed(self._embed_text, params, self.text)
 
     def __call__(self, params: Any, *, with_similarity: bool = False) -> dict[str, Any]:
         """The test metrics (and the similarity matrix under "similarity" if asked).

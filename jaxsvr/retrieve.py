@@ -1,0 +1,112 @@
+"""Command line: query a trained run's test split with free text, or a clip for sentences.
+
+  python -m jaxsvr.retrieve --workdir DIR --query "wash the pan" [--top K] [--json]
+      [--checkpoint best|latest|auto|STEP]
+  python -m jaxsvr.retrieve --workdir DIR --clip NARRATION_ID [--top K] [--json]
+
+Prints the top K test clips for the query (rank, score, narration_id, video_id, start and
+stop in seconds, narration), or with `--clip` the top K test sentences for that clip;
+`--json` prints a JSON list of objects instead, best first. The first query of a
+checkpoint embeds the run's test split and caches it in DIR/retrieval/ (see
+`jaxsvr.retrieval`); later ones read the cache. Query words outside the run's vocabulary
+are listed on stderr (they read as `<unk>`); a query with no known word, a model without a
+text encoder (projection heads over frozen caption features), a missing run or checkpoint
+is one `error:` line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+
+from jaxsvr import cli
+
+
+def _parser() -> cli.ArgumentParser:
+    p = cli.ArgumentParser(prog="python -m jaxsvr.retrieve", description=__doc__.split("\n")[0])
+    p.add_argument("--workdir", required=True, help="a training run's folder (or URL)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--query", help="free text: rank the test clips for it")
+    what.add_argument("--clip", help="a test clip's narration_id: rank the test sentences")
+    p.add_argument("--top", type=int, default=10, help="how many results (default 10)")
+    p.add_argument("--json", action="store_true", help="print a JSON list, best first")
+    p.add_argument(
+        "--checkpoint",
+        default="auto",
+        help="best, latest, auto (best if the run has one, else latest) or a step number",
+    )
+    p.add_argument("--verbose", action="store_true", help="log what is loaded and cached")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.top < 1:
+        _parser().error(f"--top must be at least 1, got {args.top}")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from jaxsvr import retrieval
+
+    run = retrieval.TrainedRun.load(args.workdir, args.checkpoint)
+    searcher = retrieval.Retriever(run, retrieval.Gallery.of(run))
+    gallery = searcher.gallery
+    if args.query is not None:
+        if args.query.strip() == "":
+            raise retrieval.InputError("--query is empty: give some words")
+        hits, unknown = searcher.clips(args.query, args.top)
+        if unknown:
+            print(f"unknown words (read as <unk>): {', '.join(unknown)}", file=sys.stderr)
+        rows = [_clip_row(h, gallery.clips) for h in hits]
+        columns = ("rank", "score", "narration_id", "video_id", "start_s", "stop_s", "narration")
+    else:
+        hits = searcher.sentences(args.clip, args.top)
+        rows = [_sentence_row(h, gallery.sentences) for h in hits]
+        columns = ("rank", "score", "narration_id", "narration")
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=1))
+    else:
+        print(_table(rows, columns))
+    return 0
+
+
+def _clip_row(hit, clips: dict) -> dict:
+    r = hit.row
+    return {
+        "rank": hit.rank,
+        "score": round(hit.score, 6),
+        "narration_id": clips["narration_id"][r],
+        "video_id": clips["video_id"][r],
+        "start_s": clips["start_s"][r],
+        "stop_s": clips["stop_s"][r],
+        "narration": clips["narration"][r],
+    }
+
+
+def _sentence_row(hit, sentences: dict) -> dict:
+    r = hit.row
+    return {
+        "rank": hit.rank,
+        "score": round(hit.score, 6),
+        "narration_id": sentences["narration_id"][r],
+        "narration": sentences["narration"][r],
+    }
+
+
+def _table(rows: list[dict], columns: tuple[str, ...]) -> str:
+    formats = {"score": "{:.4f}", "start_s": "{:.2f}", "stop_s": "{:.2f}"}
+    cells = [[formats.get(c, "{}").format(r[c]) for c in columns] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    lines = [columns, *cells]
+    return "\n".join(
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(main))

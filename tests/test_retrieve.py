@@ -1,0 +1,155 @@
+"""`python -m jaxsvr.retrieve` and `jaxsvr.retrieval` on finished runlocal runs.
+
+A test sentence typed as a query scores the test clips exactly as the run's own
+evaluation scored that sentence (its exported `test_similarity.npy` column), for a model
+reading token ids (MME); `--clip` ranks sentences by the clip's similarity row for every
+model family (HGR's matching, ConTra's clip windows, heads over frozen caption features);
+the cache is used, and rebuilt when the checkpoint changes; bad queries and workdirs are
+one `error:` line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from train_runs import ROOT, config, cpu_env
+
+from jaxsvr import retrieval, train
+from jaxsvr.errors import InputError
+from jaxsvr.inputs import queries, text
+
+MODELS = {"mme": "epic_mme", "hgr": "epic_hgr", "contra": "epic_contra", "heads": "epic_sms"}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """{model: workdir} of finished runlocal runs that exported their test similarity."""
+    out = {}
+    for model, name in MODELS.items():
+        work = tmp_path_factory.mktemp(model)
+        arg = "sms,runlocal" if name == "epic_sms" else "runlocal"
+        train.train_and_evaluate(config(name, arg, eval__export_similarity=True), work)
+        out[model] = work
+    return out
+
+
+def _searcher(work, checkpoint="latest"):
+    run = retrieval.TrainedRun.load(work, checkpoint)
+    return retrieval.Retriever(run, retrieval.Gallery.of(run))
+
+
+def test_a_test_sentence_as_a_query_scores_clips_as_the_evaluation_did(runs):
+    work = runs["mme"]
+    searcher = _searcher(work)
+    similarity = np.load(work / "test_similarity.npy")
+    sentences = searcher.gallery.sentences["narration"]
+    for j in (0, 7, len(sentences) - 1):
+        hits, _ = searcher.clips(sentences[j], top=len(similarity))  # test words may be <unk>
+        scores = np.empty(len(similarity), np.float32)
+        scores[[h.row for h in hits]] = [h.score for h in hits]
+        np.testing.assert_allclose(scores, similarity[:, j], rtol=1e-5, atol=1e-6)
+        assert [h.rank for h in hits] == list(range(1, len(similarity) + 1))
+        assert np.all(np.diff([h.score for h in hits]) <= 0)
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_clip_ranks_sentences_by_its_similarity_row(runs, model):
+    work = runs[model]
+    searcher = _searcher(work)
+    similarity = np.load(work / "test_similarity.npy")
+    row = 5
+    narration_id = searcher.gallery.clips["narration_id"][row]
+    hits = searcher.sentences(narration_id, top=4)
+    want = np.sort(similarity[row])[::-1][:4]
+    np.testing.assert_allclose([h.score for h in hits], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("model", ["hgr", "contra"])
+def test_free_queries_work_for_models_with_role_graphs_and_windows(runs, model):
+    hits, unknown = _searcher(runs[model]).clips("cut the onion", top=3)
+    assert [h.rank for h in hits] == [1, 2, 3] and unknown == ("the",)
+
+
+def test_models_without_a_text_encoder_refuse_free_queries(runs):
+    with pytest.raises(InputError, match="frozen caption features"):
+        _searcher(runs["heads"]).clips("cut the onion")
+
+
+def test_the_cache_is_reused_until_the_checkpoint_changes(runs, monkeypatch):
+    work = runs["mme"]
+    built = []
+    real = retrieval.Gallery._build.__func__
+    monkeypatch.setattr(
+        retrieval.Gallery, "_build", classmethod(lambda cls, run: built.append(1) or real(cls, run))
+    )
+    run = retrieval.TrainedRun.load(work, "best")
+    first = retrieval.Gallery.of(run)
+    again = retrieval.Gallery.of(retrieval.TrainedRun.load(work, "best"))
+    np.testing.assert_array_equal(first.video, again.video)
+    meta = run.checkpoint.path / "_CHECKPOINT_METADATA"
+    stamp = json.loads(meta.read_text())
+    stamp["commit_timestamp_nsecs"] += 1  # the step was saved again
+    meta.write_text(json.dumps(stamp))
+    retrieval.Gallery.of(retrieval.TrainedRun.load(work, "best"))
+    assert len(built) == 2  # the first call (or an earlier test's) and the changed checkpoint
+
+
+def test_checkpoint_choice(runs):
+    work = runs["mme"]
+    steps = sorted(int(p.name) for p in (work / "checkpoints").iterdir())
+    assert retrieval.find_checkpoint(work, "latest").step == steps[-1]
+    assert retrieval.find_checkpoint(work, "auto").kind == "best"
+    assert retrieval.find_checkpoint(work, str(steps[0])).step == steps[0]
+    for which, says in (("3", "no checkpoint of step 3"), ("newest", "use best, latest")):
+        with pytest.raises(InputError, match=says):
+            retrieval.find_checkpoint(work, which)
+
+
+def test_query_encoding_matches_training_tokens():
+    vocab = text.Vocabulary(("<pad>", "<unk>", "cut", "onion"))
+    data = config().data
+    q = queries.encode("Cut the ONION", vocab, data, ("caption",), caption_window=1)
+    assert q.unknown == ("the",)
+    assert q.inputs["caption"].shape == (1, 3, data.max_caption_len)
+    np.testing.assert_array_equal(q.inputs["caption"][0, :, :3], [[2, 1, 3]] * 3)
+    with pytest.raises(InputError, match="not in the run's vocabulary"):
+        queries.encode("the a", vocab, data, ("caption",))
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "jaxsvr.retrieve", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=cpu_env(),
+    )
+
+
+def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
+    work = runs["mme"]
+    done = _cli("--workdir", work, "--query", "take the plate", "--top", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["rank"] for r in rows] == [1, 2, 3]
+    assert {"rank", "score", "narration_id", "video_id", "narration"} <= rows[0].keys()
+    assert "unknown words (read as <unk>): the" in done.stderr
+    table = _cli("--workdir", work, "--clip", rows[0]["narration_id"], "--top", "2")
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.split("\n")[0].split() == ["rank", "score", "narration_id", "narration"]
+    assert len(table.stdout.strip().split("\n")) == 3
+    for args, says in (
+        (("--workdir", work, "--query", "zzz"), "not in the run's vocabulary"),
+        (("--workdir", tmp_path, "--query", "cut"), "has no config.json"),
+        (("--workdir", work, "--clip", "nope"), "is not a test clip"),
+        (("--workdir", runs["heads"], "--query", "cut"), "frozen caption features"),
+    ):
+        bad = _cli(*args)
+        assert bad.returncode == 2 and bad.stdout == ""
+        lines = bad.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], lines
