@@ -26,7 +26,8 @@ RANKS = {
     ),
     **dict.fromkeys(("pipeline", "config_checks", "configs"), 10),
     **dict.fromkeys(
-        ("train", "evaluate", "eval_demo", "retrieval", "retrieve", "main", "__init__"), 11
+        ("train", "evaluate", "eval_demo", "retrieval", "retrieve", "plot", "main", "__init__"),
+        11,
     ),
 }
 MODULES = sorted(PACKAGE.rglob("*.py"))
