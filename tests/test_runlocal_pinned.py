@@ -5,17 +5,27 @@ A refactor that claims "behaviour unchanged" (issue 15's layout) must leave thes
 exactly as they were: same batches, same initialisation, same float operations in the same
 order. The pinned values live in `tests/pinned/runlocal_metrics.json`, written by
 
-    JAXSVR_WRITE_PINS=1 python -m pytest -q tests/test_runlocal_pinned.py -m 'slow or not slow'
+    JAXSVR_WRITE_PINS=1 python -m pytest -q -n0 tests/test_runlocal_pinned.py -m 'slow or not slow'
 
 which is only right to run when a change is *meant* to move the numbers (say why in the
 commit). The plain `runlocal` of each config file runs in the default suite; the other
 variants (losses, margins, proxies) are marked slow.
+
+Bit for bit holds only on the environment that wrote the pins: XLA compiles for the host
+CPU's instruction set (AVX-512 or AVX2 change the float rounding of fused reductions) and
+each jax / jaxlib release may fuse differently. The pins record that environment
+(`_environment`: jax, jaxlib, numpy versions and the CPU's vector extensions); elsewhere
+(CI on another machine, a fresh install of newer releases) the runs are compared within
+float32 rounding instead: losses to 1e-5 relative, metrics to 2e-3 relative and 1e-3
+absolute (a near-tie in a ranking may flip).
 """
 
 import json
 import os
 from pathlib import Path
 
+import jax
+import numpy as np
 import pytest
 from train_runs import config, train_losses
 
@@ -58,6 +68,24 @@ def _pins() -> dict:
     return json.loads(PINS.read_text()) if PINS.is_file() else {}
 
 
+def environment() -> dict:
+    """What bit-for-bit results depend on besides the code (module docstring)."""
+    import jaxlib
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    except OSError:
+        flags = []
+    vector = sorted(f for f in flags if f.startswith(("avx", "fma", "sse4", "f16c", "amx")))
+    return {
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "numpy": np.__version__,
+        "cpu": " ".join(vector),
+    }
+
+
 @pytest.mark.parametrize("name, arg", CASES)
 def test_final_metrics_are_pinned(name, arg, tmp_path, wordnet_reader):
     final = train.train_and_evaluate(config(name, arg), tmp_path)
@@ -67,10 +95,18 @@ def test_final_metrics_are_pinned(name, arg, tmp_path, wordnet_reader):
     if WRITE:
         pins = _pins()
         pins[key] = got
+        pins["_environment"] = environment()
         PINS.parent.mkdir(exist_ok=True)
         PINS.write_text(json.dumps(dict(sorted(pins.items())), indent=1) + "\n")
         return
     want = _pins().get(key)
     assert want is not None, f"no pinned metrics for {key}: write them (see the docstring)"
-    # floats round-trip exactly through JSON's repr, so == is bit for bit
-    assert got == want
+    if _pins().get("_environment") == environment():
+        # floats round-trip exactly through JSON's repr, so == is bit for bit
+        assert got == want
+        return
+    assert got.keys() == want.keys()
+    losses, pinned = got.pop("train_losses"), want.pop("train_losses")
+    assert losses.keys() == pinned.keys()
+    np.testing.assert_allclose([losses[s] for s in pinned], list(pinned.values()), rtol=1e-5)
+    np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=2e-3, atol=1e-3)

@@ -244,9 +244,11 @@ def test_gru_directions_match_a_numpy_loop():
 
 @pytest.mark.parametrize("reverse", [False, True])
 def test_gru_equals_flax_rnn_of_gru_cells_with_the_same_parameters(reverse):
-    """HGR's GRU computes exactly what flax.linen.RNN(GRUCell) computes (bit for bit on
-    the valid steps) given the same weights; it stays hand-written for its initialisation
-    (one orthogonal [E, 3H] input kernel, as the reference) and the pinned runs."""
+    """HGR's GRU computes what flax.linen.RNN(GRUCell) computes on the valid steps, given
+    the same weights, to float32 rounding (bit for bit on some CPUs, not on AVX-512 ones:
+    the two group the gate products differently); it stays hand-written for its
+    initialisation (one orthogonal [E, 3H] input kernel, as the reference) and the pinned
+    runs."""
     import flax.linen as nn
 
     from jaxsvr.models.hgr import GRU
@@ -272,4 +274,4 @@ def test_gru_equals_flax_rnn_of_gru_cells_with_the_same_parameters(reverse):
     got = rnn.apply({"params": {"cell": cell}}, x, seq_lengths=lengths)
     want = ours.apply({"params": p}, x, lengths)
     valid = (jnp.arange(length)[None] < lengths[:, None])[..., None]
-    np.testing.assert_array_equal(np.where(valid, got, 0), np.where(valid, want, 0))
+    np.testing.assert_allclose(np.where(valid, got, 0), np.where(valid, want, 0), atol=1e-6)
