@@ -239,3 +239,36 @@ def runlocal(c: ml_collections.ConfigDict) -> None:
     c.eval.every_epochs = 2
     c.eval.chunk = 64
     c.checkpoint.every_steps = 5
+
+
+def from_file(spec: str, **overrides) -> ml_collections.ConfigDict:
+    """The config `spec` names, as `--config=spec` gives it: `"configs/epic_jpose.py:arg"`
+    (a path relative to the working folder, else to the checkout), with `overrides` as
+    keyword arguments, `__` for the dots (`train__num_epochs=8`). For notebooks and tests.
+
+    Raises:
+      InputError: no such config file, or an override key it does not have.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    path, _, arg = spec.partition(":")
+    found = Path(path)
+    if not found.is_file():
+        found = Path(__file__).resolve().parents[1] / path
+    if not found.is_file():
+        raise InputError(f"config file {path} not found (looked here and in the checkout)")
+    module_spec = importlib.util.spec_from_file_location(found.stem, found)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    config = module.get_config(arg or None)
+    for key, value in overrides.items():
+        *parents, leaf = key.split("__")
+        node = config
+        try:
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        except (KeyError, AttributeError, TypeError) as e:
+            raise InputError(f"{spec}: cannot set {key.replace('__', '.')} ({e})") from None
+    return config

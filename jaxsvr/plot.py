@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import os
 import sys
 
 import numpy as np
@@ -81,10 +80,7 @@ def _label(workdir) -> str:
 
 def draw(runs: list[Curves], metrics=DEFAULT_METRICS):
     """A matplotlib figure: one panel per test metric and one for the train loss."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the caller's backend (inline in a notebook)
 
     for name in metrics:
         if not any(name in r.test for r in runs):
@@ -130,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     if not out.parent.is_dir():
         raise InputError(f"--out {args.out}: folder {out.parent} does not exist")
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, no display needed
     except ImportError:
         raise InputError(
             "python -m jaxsvr.plot needs matplotlib: pip install matplotlib (or the "
@@ -146,5 +144,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("MPLBACKEND", "Agg")
     sys.exit(cli.run(main))

@@ -151,6 +151,7 @@ class Gallery:
     video: Any  # [Nv, d] action vectors (dot-product models) or {name: [Nv, ...]}
     text: Any  # the same for the sentences
     dims: dict[str, int]  # video_dim and the data-decided model sizes (models.build)
+    pos_words: dict[str, list[str]] | None = None  # training verb / noun words (queries)
 
     @classmethod
     def of(cls, run: TrainedRun) -> Gallery:
@@ -178,6 +179,7 @@ class Gallery:
             "clips": gallery.clips,
             "sentences": gallery.sentences,
             "dims": gallery.dims,
+            "pos_words": gallery.pos_words,
             "keys": {"video": _tree_keys(gallery.video), "text": _tree_keys(gallery.text)},
         }
         atomic_write(meta_path, lambda f: f.write(json.dumps(meta).encode("utf-8")))
@@ -230,6 +232,7 @@ class Gallery:
             evaluator.video_embeddings(run.params),
             evaluator.text_embeddings(run.params),
             {"video_dim": splits.video_dim, **splits.dims},
+            queries.pos_vocabulary(splits.train.text, splits.vocab),
         )
 
     def _arrays(self) -> dict[str, np.ndarray]:
@@ -245,7 +248,14 @@ class Gallery:
                 return stored[f"{prefix}/"]
             return {k: stored[f"{prefix}/{k}"] for k in keys}
 
-        return cls(meta["clips"], meta["sentences"], side("video"), side("text"), meta["dims"])
+        return cls(
+            meta["clips"],
+            meta["sentences"],
+            side("video"),
+            side("text"),
+            meta["dims"],
+            meta.get("pos_words"),
+        )
 
 
 def _sentence(splits, i: int) -> str:
@@ -296,7 +306,14 @@ class Retriever:
 
     def encode(self, query: str) -> queries.Query:
         """The query's model inputs and its unknown words (`jaxsvr.inputs.queries`)."""
-        return queries.encode(query, self.run.vocab, self.run.config.data, self.fields, self.window)
+        return queries.encode(
+            query,
+            self.run.vocab,
+            self.run.config.data,
+            self.fields,
+            self.window,
+            self.gallery.pos_words,
+        )
 
     def clips(self, query: str, top: int = 10) -> tuple[list[Hit], tuple[str, ...]]:
         """The `top` test clips for `query`, best first, and the query's unknown words."""

@@ -1,28 +1,19 @@
 """Helpers for trainer tests: configs by path, CLI runs in subprocesses, metric files."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from jaxsvr import configs
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def config(name: str = "epic_jpose", arg: str = "runlocal", **overrides):
     """configs/<name>.py:<arg> with dotted overrides, e.g. train__num_epochs=2."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "configs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config(arg)
-    for key, value in overrides.items():
-        *path, leaf = key.split("__")
-        node = c
-        for p in path:
-            node = node[p]
-        node[leaf] = value
-    return c
+    return configs.from_file(f"configs/{name}.py:{arg}", **overrides)
 
 
 def main_command(workdir, *flags, config_arg="configs/epic_jpose.py:runlocal"):

@@ -3,9 +3,12 @@ captions (`jaxsvr.retrieve`, the rankings notebook).
 
 - `caption`: `words.tokenize`, then ids of the run's vocabulary (`vocab.json`), truncated
   to `data.max_caption_len`; words outside the vocabulary become `<unk>` and are reported.
-- `verb` / `noun` (JPoSE): a free query has no verb/noun columns, so its words come from
-  spaCy's tags (`words.pos_words`, the `data.pos_source="spacy"` route of training) with
-  the run's `data.spacy_pipeline`, whichever source the run trained on.
+- `verb` / `noun` (JPoSE): a run trained on spaCy's tags (`data.pos_source="spacy"`) tags
+  the query the same way (`words.pos_words`, the run's `data.spacy_pipeline`). A run
+  trained on the annotations' verb/noun columns (EPIC) has no columns for a free query, and
+  spaCy mis-tags the verb-first fragments EPIC narrations are ("wipe water": two nouns), so
+  the query's verbs and nouns are its words that the training columns used as verbs and as
+  nouns (`pos_vocabulary`; a word used as both goes to both), in query order.
 - role graphs (HGR): `roles.from_spacy`, with the run's node counts.
 - caption windows (ConTra with text context): a query is a video of one caption, so its
   window repeats it (`jaxsvr.inputs.windows` repeats the edge clip the same way).
@@ -32,17 +35,28 @@ class Query:
     unknown: tuple[str, ...]  # query words outside the vocabulary (read as <unk>)
 
 
+def pos_vocabulary(token_ids: dict[str, np.ndarray], vocab: text.Vocabulary) -> dict:
+    """{"verb": words, "noun": words}: the words of the training verb / noun token ids."""
+    return {
+        field: sorted(vocab.words[i] for i in np.unique(token_ids[field]) if i > text.UNK_ID)
+        for field in ("verb", "noun")
+    }
+
+
 def encode(
     query: str,
     vocab: text.Vocabulary,
     data: ml_collections.ConfigDict,
     fields: tuple[str, ...],
     caption_window: int | None = None,
+    pos_words: dict[str, list[str]] | None = None,
 ) -> Query:
     """The inputs `fields` of one query, as the run with config section `data` built them.
 
     Args:
       caption_window: the half-width m of the model's caption windows, if it has them.
+      pos_words: `pos_vocabulary` of the training split, for runs trained on verb/noun
+        columns (`data.pos_source="columns"`) whose model reads verbs and nouns.
 
     Raises:
       InputError: the model reads frozen caption features, or no query word is in the
@@ -64,8 +78,13 @@ def encode(
         )
     token_lists = {"caption": [tokens]}
     if {"verb", "noun"} & set(fields):
-        verbs, nouns = words.pos_words([query], pipeline=data.spacy_pipeline)
-        token_lists.update(verb=verbs, noun=nouns)
+        if data.pos_source == "spacy" or pos_words is None:
+            verbs, nouns = words.pos_words([query], pipeline=data.spacy_pipeline)
+            token_lists.update(verb=verbs, noun=nouns)
+        else:
+            for field in ("verb", "noun"):
+                known = set(pos_words[field])
+                token_lists[field] = [[t for t in tokens if t in known]]
     lengths = {"caption": data.max_caption_len, "verb": data.max_verb_len}
     lengths["noun"] = data.max_noun_len
     inputs = {f: text.encode(token_lists[f], vocab, lengths[f]) for f in fields if f in token_lists}
