@@ -114,6 +114,8 @@ LONGEST_FIRST = (
     "test_distributed.py",
     "test_main.py",
     "test_train_contra.py",
+    "test_notebooks.py",
+    "test_retrieve.py",
     "test_train_objectives.py",
     "test_checkpoint_faults.py",
     "test_runlocal_pinned.py",
