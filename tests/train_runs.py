@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def config(name: str = "epic_jpose", arg: str = "runlocal", **overrides):
     """configs/<name>.py:<arg> with dotted overrides, e.g. train__num_epochs=2."""
-    return configs.from_file(f"configs/{name}.py:{arg}", **overrides)
+    spec = f"configs/{name}.py" + (f":{arg}" if arg else "")
+    return configs.from_file(spec, **overrides)
 
 
 def main_command(workdir, *flags, config_arg="configs/epic_jpose.py:runlocal"):
