@@ -23,6 +23,9 @@ import sys
 
 from jaxsvr import cli
 
+CLIP_COLUMNS = ("rank", "score", "narration_id", "video_id", "start_s", "stop_s", "narration")
+SENTENCE_COLUMNS = ("rank", "score", "narration_id", "narration")
+
 
 def _parser() -> cli.ArgumentParser:
     p = cli.ArgumentParser(prog="python -m jaxsvr.retrieve", description=__doc__.split("\n")[0])
@@ -62,12 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         hits, unknown = searcher.clips(args.query, args.top)
         if unknown:
             print(f"unknown words (read as <unk>): {', '.join(unknown)}", file=sys.stderr)
-        rows = [_clip_row(h, gallery.clips) for h in hits]
-        columns = ("rank", "score", "narration_id", "video_id", "start_s", "stop_s", "narration")
+        table, columns = gallery.clips, CLIP_COLUMNS
     else:
         hits = searcher.sentences(args.clip, args.top)
-        rows = [_sentence_row(h, gallery.sentences) for h in hits]
-        columns = ("rank", "score", "narration_id", "narration")
+        table, columns = gallery.sentences, SENTENCE_COLUMNS
+    rows = [_row(h, table, columns) for h in hits]
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=1))
     else:
@@ -75,27 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _clip_row(hit, clips: dict) -> dict:
-    r = hit.row
-    return {
-        "rank": hit.rank,
-        "score": round(hit.score, 6),
-        "narration_id": clips["narration_id"][r],
-        "video_id": clips["video_id"][r],
-        "start_s": clips["start_s"][r],
-        "stop_s": clips["stop_s"][r],
-        "narration": clips["narration"][r],
-    }
-
-
-def _sentence_row(hit, sentences: dict) -> dict:
-    r = hit.row
-    return {
-        "rank": hit.rank,
-        "score": round(hit.score, 6),
-        "narration_id": sentences["narration_id"][r],
-        "narration": sentences["narration"][r],
-    }
+def _row(hit, table: dict, columns: tuple[str, ...]) -> dict:
+    """One result: its rank and score, and the `columns` of its row of the gallery `table`."""
+    values = {c: table[c][hit.row] for c in columns[2:]}
+    return {"rank": hit.rank, "score": round(hit.score, 6), **values}
 
 
 def _table(rows: list[dict], columns: tuple[str, ...]) -> str:

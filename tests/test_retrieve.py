@@ -2,10 +2,10 @@
 
 A test sentence typed as a query scores the test clips exactly as the run's own
 evaluation scored that sentence (its exported `test_similarity.npy` column), for models
-reading token ids (MME) and verbs and nouns (JPoSE); `--clip` ranks sentences by the clip's similarity row for every
-model family (HGR's matching, ConTra's clip windows, heads over frozen caption features);
-the cache is used, and rebuilt when the checkpoint changes; bad queries and workdirs are
-one `error:` line and exit code 2.
+reading token ids (MME) and verbs and nouns (JPoSE); `--clip` ranks sentences by the
+clip's similarity row for every model family (HGR's matching, ConTra's clip windows,
+heads over frozen caption features); the cache is used, and rebuilt when the checkpoint
+changes; bad queries and workdirs are one `error:` line and exit code 2.
 """
 
 from __future__ import annotations
