@@ -172,8 +172,6 @@ class Gallery:
             except (OSError, ValueError, KeyError):
                 logging.warning("retrieval: cache %s unreadable: embedding again", arrays_path)
         gallery = cls._build(run)
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write(arrays_path, lambda f: np.savez(f, **gallery._arrays()))
         meta = {
             "checkpoint": run.checkpoint.key,
             "clips": gallery.clips,
@@ -182,8 +180,14 @@ class Gallery:
             "pos_words": gallery.pos_words,
             "keys": {"video": _tree_keys(gallery.video), "text": _tree_keys(gallery.text)},
         }
-        atomic_write(meta_path, lambda f: f.write(json.dumps(meta).encode("utf-8")))
-        logging.info("retrieval: cached the embeddings in %s", arrays_path)
+        try:  # meta last: a meta that names a checkpoint means the arrays beside it are its
+            folder.mkdir(parents=True, exist_ok=True)
+            meta_path.unlink(missing_ok=True)
+            atomic_write(arrays_path, lambda f: np.savez(f, **gallery._arrays()))
+            atomic_write(meta_path, lambda f: f.write(json.dumps(meta).encode("utf-8")))
+            logging.info("retrieval: cached the embeddings in %s", arrays_path)
+        except OSError as e:  # a run folder this user may read but not write
+            logging.warning("retrieval: cannot cache in %s (%s): embedding each time", folder, e)
         return gallery
 
     @classmethod
