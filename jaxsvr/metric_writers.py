@@ -38,7 +38,7 @@ from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto import event_pb2, summary_pb2
 
 from jaxsvr.files import locations
-from jaxsvr.workdir import atomic_write, write_text
+from jaxsvr.workdir import write_bytes, write_text
 
 
 def _to_python(value: object) -> int | float:
@@ -89,7 +89,6 @@ class MetricWriter:
             _keep_until(jsonl, resume_step)
         mode = "a" if resume_step is not None else "w"
         self._jsonl = open(jsonl, mode, buffering=1, encoding="utf-8")
-        self._staged = (jsonl, None)
         # tensorboardX's synchronous writer (its SummaryWriter queues events on a thread,
         # and its flush() does not wait for them): each record reaches the file whole.
         self._events = EventsWriter(
@@ -190,8 +189,3 @@ def _keep_until(jsonl: Path, step: int) -> None:
             raw,
         )
     write_text(jsonl, "".join(kept))
-
-
-def write_bytes(path, data: bytes) -> None:
-    """`atomic_write` of `data` (a staged file copied whole to a URL workdir)."""
-    atomic_write(path, lambda f: f.write(data))

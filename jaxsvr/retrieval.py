@@ -36,7 +36,7 @@ from jaxsvr.errors import InputError
 from jaxsvr.files import locations
 from jaxsvr.inputs import queries
 from jaxsvr.inputs.text import Vocabulary
-from jaxsvr.workdir import atomic_write
+from jaxsvr.workdir import atomic_write, write_text
 
 CHECKPOINT_CHOICES = "best, latest, auto or a step number"
 CACHE = "retrieval"
@@ -184,7 +184,7 @@ class Gallery:
             folder.mkdir(parents=True, exist_ok=True)
             meta_path.unlink(missing_ok=True)
             atomic_write(arrays_path, lambda f: np.savez(f, **gallery._arrays()))
-            atomic_write(meta_path, lambda f: f.write(json.dumps(meta).encode("utf-8")))
+            write_text(meta_path, json.dumps(meta))
             logging.info("retrieval: cached the embeddings in %s", arrays_path)
         except OSError as e:  # a run folder this user may read but not write
             logging.warning("retrieval: cannot cache in %s (%s): embedding each time", folder, e)

@@ -260,6 +260,11 @@ def _atomic_write_url(path, write: Callable[[BinaryIO], object]) -> None:
         raise
 
 
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """`atomic_write` of `data`."""
+    atomic_write(path, lambda f: f.write(data))
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     """`atomic_write` of UTF-8 text."""
-    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    write_bytes(path, text.encode("utf-8"))

@@ -187,20 +187,20 @@ def _open(path: locations.Location, what: str):
     if locations.local_file(path) is None:
         return _open_url(path, what)
     try:
-        mode = os.stat(path).st_mode
+        info = os.stat(path)
     except FileNotFoundError:
         raise InputError(f"{what} file {path} not found") from None
     except OSError as e:
         raise InputError(f"cannot read {what} file {path}: {e.strerror}") from None
-    if stat.S_ISDIR(mode):
+    if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{what} file {path} is a folder, not a file: name the file")
-    if not stat.S_ISREG(mode):  # /dev/null, a pipe: nothing with a size to check against
+    if not stat.S_ISREG(info.st_mode):  # /dev/null, a pipe: nothing with a size to check against
         raise InputError(
             f"{what} file {path} is empty or not a regular file: expected a .npy array "
             "saved with np.save"
         )
     try:
-        return os.stat(path).st_size, path.open("rb")
+        return info.st_size, path.open("rb")
     except OSError as e:
         raise InputError(f"cannot read {what} file {path}: {e.strerror}") from None
 
