@@ -59,8 +59,12 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
         raise InputError(f"cannot write {path}: {e.strerror or e}") from None
 
 
-def load_npy(path: str | os.PathLike, what: str, *, float32: bool = False) -> np.ndarray:
+def load_npy(
+    path: str | os.PathLike, what: str, *, float32: bool = False, mmap: bool = False
+) -> np.ndarray:
     """Loads a .npy file without pickle, checked before it is read (`jaxsvr.files.arrays`):
     a missing, empty, non-.npy or corrupt file or a non-real dtype is an InputError; with
-    `float32` the result is float32 and finite (values beyond its range are refused)."""
-    return arrays.load_npy(path, what=what, float32=float32)
+    `float32` the result is float32 and finite (values beyond its range are refused); with
+    `mmap` a local float32 file is memory-mapped read-only instead of read (reading 150 MB
+    into fresh memory costs ~0.35 s of page faults on small VMs, mapping it ~0.02 s)."""
+    return arrays.load_npy(path, what=what, float32=float32, mmap=mmap)

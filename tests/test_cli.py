@@ -135,3 +135,66 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+_WITHOUT_JAX = """
+import runpy, sys
+sys.argv = [sys.argv[1], *sys.argv[2:]]
+try:
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+except SystemExit as e:
+    code = e.code
+print("imported jax" if "jax" in sys.modules else "no jax", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_clis_start_without_importing_jax(epic_dir, tmp_path):
+    """evaluate (no accelerator plugin here), relevance epic100 and relevance proxy run
+    without importing JAX (~0.5 s of startup)."""
+    from jaxsvr.evaluation import metrics
+
+    if metrics.accelerator_plugins():
+        pytest.skip("a JAX accelerator plugin is installed: evaluate --backend auto imports JAX")
+    np.save(tmp_path / "s.npy", np.eye(3, dtype=np.float32))
+    np.save(tmp_path / "r.npy", np.eye(3, dtype=np.float32))
+    captions = tmp_path / "c.csv"
+    captions.write_text("caption\nwash the pan\ncut the onion\nopen the fridge\n")
+    runs = {
+        "jaxsvr.evaluate": ["--similarity", tmp_path / "s.npy", "--relevance", tmp_path / "r.npy"],
+        "jaxsvr.relevance": [
+            "epic100",
+            "--clips",
+            epic_dir / "EPIC_100_retrieval_test.csv",
+            "--sentences",
+            epic_dir / "EPIC_100_retrieval_test_sentence.csv",
+            "--out",
+            tmp_path / "rel.npy",
+        ],
+        "jaxsvr.relevance proxy": [
+            "proxy",
+            "--proxy",
+            "bow",
+            "--captions",
+            captions,
+            "--out",
+            tmp_path / "p.npy",
+        ],
+    }
+    for name, args in runs.items():
+        module = name.split()[0]
+        cmd = [sys.executable, "-c", _WITHOUT_JAX, module, *map(str, args)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (name, r.stderr)
+        assert r.stderr.strip().splitlines()[-1] == "no jax", (name, r.stderr)
+    assert np.load(tmp_path / "p.npy").shape == (3, 3)
+
+
+def test_evaluate_backend_jax_is_honoured(tmp_path):
+    np.save(tmp_path / "s.npy", np.eye(3, dtype=np.float32))
+    np.save(tmp_path / "r.npy", np.eye(3, dtype=np.float32))
+    args = ["--similarity", tmp_path / "s.npy", "--relevance", tmp_path / "r.npy"]
+    cmd = [sys.executable, "-c", _WITHOUT_JAX, "jaxsvr.evaluate", *map(str, args)]
+    r = subprocess.run([*cmd, "--backend", "jax"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr.strip().splitlines()[-1] == "imported jax", r.stderr
+    assert json.loads(r.stdout)["ndcg_avg"] == pytest.approx(1.0)

@@ -31,7 +31,9 @@ print them x100); recalls are percentages, as retrieval papers report them.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
+import pkgutil
 import sys
 
 import numpy as np
@@ -75,18 +77,32 @@ def choose_backend(backend: str, *, import_jax: bool = False) -> str:
 
     Args:
       backend: "auto", "numpy" or "jax".
-      import_jax: for "auto", import JAX to look for an accelerator (~1 s; CLIs do this).
-        Otherwise only an already imported JAX is asked, so library calls stay cheap.
+      import_jax: for "auto", import JAX to look for an accelerator (~0.5 s; CLIs do
+        this) when an accelerator plugin is installed (`accelerator_plugins`); without one
+        JAX can only run on the CPU, so it is not imported. Otherwise only an already
+        imported JAX is asked, so library calls stay cheap.
     """
     if backend not in ("auto", *ENGINES):
         raise InputError(f"unknown evaluation backend {backend!r}: use auto, numpy or jax")
     if backend != "auto":
         return backend
-    if "jax" not in sys.modules and not (import_jax and importlib.util.find_spec("jax")):
+    if "jax" not in sys.modules and not (import_jax and accelerator_plugins()):
         return "numpy"
     import jax
 
     return "jax" if jax.default_backend() != "cpu" else "numpy"
+
+
+def accelerator_plugins() -> list[str]:
+    """The JAX accelerator plugins installed, found as JAX finds them (the `jax_plugins`
+    entry points and namespace package; libtpu for TPUs) without importing JAX."""
+    names = [entry.name for entry in importlib.metadata.entry_points(group="jax_plugins")]
+    spec = importlib.util.find_spec("jax_plugins")
+    if spec is not None and spec.submodule_search_locations:
+        names += [m.name for m in pkgutil.iter_modules(spec.submodule_search_locations)]
+    if importlib.util.find_spec("libtpu") is not None:
+        names.append("libtpu")
+    return sorted(set(names))
 
 
 def check_inputs(sim, rel, threshold: float = 1.0) -> None:

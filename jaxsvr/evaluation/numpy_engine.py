@@ -1,26 +1,36 @@
-"""CPU evaluation engine: one packed sort per query row, then sparse per-query statistics.
+"""CPU evaluation engine: one packed 64-bit sort per query row, then sparse statistics.
 
 The public EPIC-KITCHENS-100 evaluation argsorts every row and fancy-indexes whole
-matrices (about 28 s and 2.5 GB at the 9668 x 3842 test size on our 2-core CPU). Here:
+matrices (13-28 s and 2.5 GB at the 9668 x 3842 test size on our 2-core CPUs). Here, per
+block of query rows:
 
-1. Each similarity becomes a 32-bit key whose unsigned order is *descending* similarity
-   (float bits with the sign folded in, -0.0 mapped to 0.0), and the relevance's own float
-   bits (monotone for r >= 0) fill the low 32 bits of a uint64.
-2. One `np.sort` of those uint64 per row (SIMD sort, several times faster than argsort)
-   yields the ranking with the shared tie rule (equal similarity: less relevant first),
-   and the ranked relevance is simply the low 32 bits: no argsort, no gather.
-3. Only items with r > 0 matter to every metric, so the ranked block is reduced to its
-   non-zero entries and `query_stats.sparse_stats` computes DCG, AP and first positives.
+1. Each similarity becomes the high 32 bits of an int64 key whose signed order is
+   *descending* similarity (float bits with the sign folded in; -0.0 is first mapped to
+   0.0), and the relevance's float bits (monotone for r >= 0) fill the low 32 bits. Both
+   halves are written straight into the key buffer through strided views (no widening pass).
+2. One `np.sort` of those int64 per row (SIMD sort) yields the ranking with the shared tie
+   rule (equal similarity: less relevant first), and the ranked relevance is the low half:
+   no argsort, no gather, no search.
+3. Only items with r > 0 enter any metric (about 11% at EK-100), so the ranked block is
+   reduced to its non-zero entries (a boolean nonzero, 4x faster than float nonzero) and
+   `query_stats.sparse_stats` computes DCG, AP and first positives from them.
 
-Work goes in blocks of rows sized to ~4 MB (fresh large buffers cost page faults on small
-VMs) on a few threads: NumPy's sort and ufuncs release the GIL. Text-to-video blocks are
-columns of S and R, transposed per block, so no full transposed copy is made.
+Why not sort float32 similarities and place the relevant items by `searchsorted`? It was
+measured (issue 18, docs/benchmarks.md): the float32 row sort is 2x cheaper than the
+int64 one, but the per-item binary searches (branchy, ~25 us per EK-100 row), the keys to
+order the relevant items and the transposed copies cost more than the sort saves.
+
+Blocks are sized to ~8 MB of keys (cache-sized; fresh large buffers cost page faults on
+small VMs) and run on a few threads: NumPy's sort and ufuncs release the GIL. Blocks of
+both directions share one pool; text-to-video blocks are columns of S and R read through
+transposed views, so no full transposed copy is made.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -28,7 +38,9 @@ import numpy as np
 from jaxsvr.evaluation.query_stats import QueryStats, sparse_stats
 
 _BLOCK_BYTES = 4 << 20
-_LOW = 0 if sys.byteorder == "little" else 1  # uint32 half holding the low bits
+_TILE = 512  # items per tile when a block is read through a transposed view
+_LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # int32 halves of an int64
+_SIGN = np.int32(-(2**31))
 
 
 def query_stats(
@@ -48,65 +60,77 @@ def query_stats(
     sim = np.asarray(sim, np.float32)
     rel = np.asarray(rel, np.float32)
     workers = workers or min(4, os.cpu_count() or 1)
-    return (
-        _direction(sim, rel, False, threshold, workers),
-        _direction(sim, rel, True, threshold, workers),
-    )
+    out = (QueryStats.empty(sim.shape[0]), QueryStats.empty(sim.shape[1]))
+    jobs = []  # (direction, first query, block rows)
+    for d, (n_queries, n_items) in enumerate((sim.shape, sim.shape[::-1])):
+        rows = max(8, _BLOCK_BYTES // (8 * max(n_items, 1)))
+        jobs += [(d, start, min(rows, n_queries - start)) for start in range(0, n_queries, rows)]
+    local = threading.local()  # per-thread scratch of each direction, reused across blocks
 
+    def work(job: tuple[int, int, int]) -> None:
+        d, start, rows = job
+        s, r = (sim, rel) if d == 0 else (sim.T, rel.T)
+        buffers = local.__dict__.setdefault("buffers", {})
+        buf = buffers.get(d) or buffers.setdefault(d, _Buffers(rows, s.shape[1]))
+        block = np.s_[start : start + rows]
+        out[d].put(start, _block_stats(s[block], r[block], threshold, buf))
 
-def _direction(sim, rel, transpose, threshold, workers) -> QueryStats:
-    n_queries, n_items = sim.shape[::-1] if transpose else sim.shape
-    out = QueryStats.empty(n_queries)
-    rows = max(8, _BLOCK_BYTES // (8 * max(n_items, 1)))
-    starts = list(range(0, n_queries, rows))
-
-    def work(first: int) -> None:
-        buffers = _Buffers(rows, n_items)
-        for start in starts[first::workers]:
-            stop = min(start + rows, n_queries)
-            block = np.s_[:, start:stop] if transpose else np.s_[start:stop]
-            s, r = sim[block], rel[block]
-            if transpose:
-                s, r = s.T, r.T
-            out.put(start, _block_stats(s, r, threshold, buffers))
-
-    if workers == 1 or len(starts) == 1:
-        work(0)
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(work, range(min(workers, len(starts)))))  # re-raises errors
+    if workers == 1 or len(jobs) == 1:
+        for job in jobs:
+            work(job)
+    else:  # blocks are handed out as threads free up (text-to-video ones cost more)
+        with ThreadPoolExecutor(min(workers, len(jobs))) as pool:
+            list(pool.map(work, jobs))  # re-raises errors
     return out
 
 
 class _Buffers:
-    """Per-thread scratch, reused across blocks."""
+    """Per-thread scratch of one direction, reused across blocks."""
 
     def __init__(self, rows: int, n_items: int):
-        self.keys = np.empty((rows, n_items), np.uint64)
+        self.keys = np.empty((rows, n_items), np.int64)
         self.bits = np.empty((rows, n_items), np.int32)
-        self.sign = np.empty((rows, n_items), np.int32)
-        self.ranked = np.empty((rows, n_items), np.float32)
+        self.fold = np.empty((rows, n_items), np.int32)
+        self.wide = np.empty((rows, n_items), np.int64)
+        self.mask = np.empty((rows, n_items), np.bool_)
 
 
 def _block_stats(s: np.ndarray, r: np.ndarray, threshold: float, buf: _Buffers) -> dict:
-    n = s.shape[0]
-    keys, bits, sign, ranked = buf.keys[:n], buf.bits[:n], buf.sign[:n], buf.ranked[:n]
-    # Descending-order key of s: ascending key = bits ^ (sign ? 0xFFFFFFFF : 0x80000000),
-    # descending = its complement. Adding +0.0 first maps -0.0 to 0.0.
-    np.add(s, np.float32(0.0), out=bits.view(np.float32))
-    np.right_shift(bits, 31, out=sign)
-    np.bitwise_or(sign, np.int32(-(2**31)), out=sign)
-    np.bitwise_xor(bits, sign, out=bits)
-    np.invert(bits, out=bits)
-    keys[...] = bits.view(np.uint32)
-    keys <<= np.uint64(32)
-    np.add(r, np.float32(0.0), out=ranked)  # relevance bits; +0.0 maps -0.0 to 0.0
-    keys |= ranked.view(np.uint32)
+    n, n_items = s.shape
+    keys, bits, fold = buf.keys[:n], buf.bits[:n], buf.fold[:n]
+    wide, mask = buf.wide[:n], buf.mask[:n]
+    halves = keys.view(np.int32)
+    # Similarity bits (-0.0 -> 0.0 by adding +0.0) in descending signed order:
+    # bits ^ (x >= 0 ? 0xFFFFFFFF : 0x80000000), the mask being (~bits >> 31) | INT_MIN;
+    # computed contiguously, then written to the high halves of the keys.
+    _copy(s, bits.view(np.float32))
+    np.invert(bits, out=fold)
+    np.right_shift(fold, 31, out=fold)
+    np.bitwise_or(fold, _SIGN, out=fold)
+    np.bitwise_xor(bits, fold, out=bits)
+    halves[:, _HI::2] = bits
+    _copy(r, halves[:, _LO::2].view(np.float32))  # relevance bits, -0.0 -> 0.0
     keys.sort(axis=1)
-    halves = keys.view(np.uint32)
-    tied = np.any(halves[:, 1 - _LOW :: 2][:, 1:] == halves[:, 1 - _LOW :: 2][:, :-1], axis=1)
-    ranked[...] = halves[:, _LOW::2].view(np.float32)
-    flat = np.flatnonzero(ranked)
-    stats = sparse_stats(flat, ranked.ravel()[flat], n, ranked.shape[1], threshold)
+    # Tied: neighbours whose keys differ in the low (relevance) half only.
+    np.bitwise_xor(keys[:, 1:], keys[:, :-1], out=wide[:, 1:])
+    tied = np.any(wide[:, 1:].view(np.uint64) < np.uint64(1 << 32), axis=1)
+    np.left_shift(keys, 32, out=wide)  # the relevance half alone: r > 0 where non-zero
+    np.not_equal(wide, 0, out=mask)
+    flat = np.flatnonzero(mask)
+    row, pos = np.divmod(flat, n_items)
+    gain = halves.ravel()[2 * flat + _LO].view(np.float32)
+    stats = sparse_stats(row, pos, gain, n, n_items, threshold)
     stats["tied"] = tied
     return stats
+
+
+def _copy(src: np.ndarray, out: np.ndarray) -> None:
+    """out = src + 0.0 (so -0.0 becomes 0.0). A source read through a transposed view
+    (text-to-video blocks) is copied in tiles of items: whole-row copies would walk its
+    columns across the cache (3x slower at EK-100)."""
+    if src.strides[1] <= src.strides[0]:
+        np.add(src, np.float32(0.0), out=out)
+        return
+    for start in range(0, src.shape[1], _TILE):
+        tile = np.s_[:, start : start + _TILE]
+        np.add(src[tile], np.float32(0.0), out=out[tile])

@@ -14,6 +14,7 @@ inputs this is the ranking of the official EPIC-KITCHENS-100 evaluation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -67,19 +68,28 @@ _DTYPES = {
 }
 
 
+@functools.lru_cache(maxsize=8)
 def discounts(n_items: int) -> np.ndarray:
-    """[n_items] float64 DCG discounts 1 / log2(p + 1) for 1-based positions p."""
-    return 1.0 / np.log2(np.arange(n_items) + 2.0)
+    """[n_items] float64 DCG discounts 1 / log2(p + 1) for 1-based positions p (read-only)."""
+    table = 1.0 / np.log2(np.arange(n_items) + 2.0)
+    table.flags.writeable = False
+    return table
 
 
 def sparse_stats(
-    flat: np.ndarray, gain: np.ndarray, n_queries: int, n_items: int, threshold: float
+    row: np.ndarray,
+    pos: np.ndarray,
+    gain: np.ndarray,
+    n_queries: int,
+    n_items: int,
+    threshold: float,
 ) -> dict[str, np.ndarray]:
     """Statistics of a ranked block of queries from its entries with r > 0.
 
     Args:
-      flat: [nnz] int64 increasing positions query * n_items + rank_position (0-based)
-        of the items with r > 0, i.e. `np.flatnonzero` of the ranked relevance block.
+      row: [nnz] int query of each entry, non-decreasing.
+      pos: [nnz] int 0-based rank position of each entry, increasing within a query (the
+        entries of a query in rank order).
       gain: [nnz] float32 their relevance r > 0.
       n_queries: queries in the block.
       n_items: items per query.
@@ -88,62 +98,79 @@ def sparse_stats(
     Returns:
       The QueryStats fields except `tied`, as [n_queries] arrays.
     """
-    row, pos = np.divmod(flat, n_items)
-    count = np.bincount(row, minlength=n_queries)
-    first_entry = np.zeros(n_queries, np.int64)
-    np.cumsum(count[:-1], out=first_entry[1:])
-    offset = np.repeat(first_entry, count)  # [nnz] index of the query's first entry
+    count = np.bincount(row, minlength=n_queries)  # K: relevant items of each query
+    first = np.zeros(n_queries + 1, np.intp)  # each query's first entry
+    np.cumsum(count, out=first[1:])
     table = discounts(n_items)
+    per_query = _Segments(count, first[:-1])
 
     g = gain.astype(np.float64)
-    one = (gain == 1).astype(np.float64)
-    positive = gain >= threshold
-    discount = table[pos]
-    cut_discount = discount * (pos < count[row])  # only the first K positions count
-    inv_rank = 1.0 / (pos + 1.0)
+    disc = table[pos]
+    beyond = pos >= np.repeat(count, count)  # only the first K positions count
+    linear = g * disc
+    exp = np.exp2(g)
+    exp -= 1.0
+    exp *= disc
+    stats = {"dcg_nocut": per_query(linear)}
+    linear[beyond] = 0.0
+    exp[beyond] = 0.0
+    stats["dcg"], stats["dcg_exp"] = per_query(linear), per_query(exp)
+
     # Ideal ranking: gains sorted descending within each query (r > 0, so float bits are
     # monotone: sort the complement of the bits under the query index).
     keys = row.astype(np.uint64) << np.uint64(32)
     keys |= np.invert(gain.view(np.uint32))
     keys.sort()
     ideal = np.invert(keys.astype(np.uint32)).view(np.float32).astype(np.float64)
-    ideal_discount = table[np.arange(flat.size) - offset]
+    ideal_disc = table[np.arange(row.size) - np.repeat(first[:-1], count)]
+    stats["idcg"] = per_query(ideal * ideal_disc)
+    np.exp2(ideal, out=ideal)
+    ideal -= 1.0
+    ideal *= ideal_disc
+    stats["idcg_exp"] = per_query(ideal)
 
-    weights = np.empty((9, flat.size))
-    weights[0] = g * cut_discount  # dcg
-    weights[1] = (np.exp2(g) - 1.0) * cut_discount  # dcg_exp
-    weights[2] = g * discount  # dcg_nocut
-    weights[3] = ideal * ideal_discount  # idcg
-    weights[4] = (np.exp2(ideal) - 1.0) * ideal_discount  # idcg_exp
-    weights[5] = one * _running_sum(g, offset) * inv_rank  # ap_graded
-    weights[6] = one * _running_sum(one, offset) * inv_rank  # ap_binary
-    weights[7] = one
-    weights[8] = positive
-    sums = np.zeros((9, n_queries))
-    nonempty = count > 0
-    if flat.size:
-        sums[:, nonempty] = np.add.reduceat(weights, first_entry[nonempty], axis=1)
+    # AP over the r = 1 items: graded numerator (sum of r ranked at or above) and binary.
+    ones = np.flatnonzero(gain == 1)
+    one_row = row[ones]
+    one_count = np.bincount(one_row, minlength=n_queries)
+    one_first = np.zeros(n_queries, np.intp)
+    np.cumsum(one_count[:-1], out=one_first[1:])
+    # Inclusive running sum of r within each query: block-wide sums minus the query's start.
+    total = np.zeros(g.size + 1)
+    np.cumsum(g, out=total[1:])
+    running = total[1:] - np.repeat(total[first[:-1]], count)
+    inv_rank = 1.0 / (pos[ones] + 1.0)
+    nth_one = np.arange(1.0, ones.size + 1.0) - np.repeat(one_first, one_count)
+    per_one = _Segments(one_count, one_first)
+    stats["ap_graded"] = per_one(running[ones] * inv_rank)
+    stats["ap_binary"] = per_one(nth_one * inv_rank)
 
+    positive = ones if threshold == 1 else np.flatnonzero(gain >= threshold)
+    pos_row = row[positive]
     first_pos = np.zeros(n_queries, np.int64)
-    pos_rows = row[positive]
-    if pos_rows.size:
+    if pos_row.size:
         # Entries are in rank order within a query: the first positive of each query.
-        head = np.flatnonzero(np.r_[True, pos_rows[1:] != pos_rows[:-1]])
-        first_pos[pos_rows[head]] = pos[positive][head] + 1
-    names = ("dcg", "dcg_exp", "dcg_nocut", "idcg", "idcg_exp", "ap_graded", "ap_binary")
-    stats = dict(zip(names, sums[:7]))
+        head = np.flatnonzero(np.r_[True, pos_row[1:] != pos_row[:-1]])
+        first_pos[pos_row[head]] = pos[positive[head]] + 1
     stats.update(
         n_rel=count.astype(np.int64),
-        n_one=np.rint(sums[7]).astype(np.int64),
-        n_pos=np.rint(sums[8]).astype(np.int64),
+        n_one=one_count.astype(np.int64),
+        n_pos=np.bincount(pos_row, minlength=n_queries).astype(np.int64),
         first_pos=first_pos,
     )
     return stats
 
 
-def _running_sum(values: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """Inclusive cumulative sum restarting at each query's first entry."""
-    total = np.cumsum(values)
-    if total.size:
-        total -= total[offset] - values[offset]
-    return total
+class _Segments:
+    """Per-query sums of entries grouped by query (`np.add.reduceat`, 15x faster than a
+    weighted bincount); queries without entries sum to 0."""
+
+    def __init__(self, count: np.ndarray, first: np.ndarray):
+        self.nonempty = count > 0
+        self.starts = first[self.nonempty]
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.nonempty.size)
+        if self.starts.size:
+            out[self.nonempty] = np.add.reduceat(values, self.starts)
+        return out

@@ -149,3 +149,23 @@ def test_real_relevance_perfect_and_random(epic_test_relevance):
 def test_bad_input(sim, rel, match):
     with pytest.raises(InputError, match=match):
         evaluate(sim, rel)
+
+
+def test_numpy_engine_over_several_blocks_against_plain_loops():
+    """Several row blocks in both directions, transposed reads in several tiles, ties,
+    negative values and -0.0 beside 0.0; one thread and two give the reference."""
+    from jaxsvr.evaluation import numpy_engine
+
+    rng = np.random.default_rng(11)
+    shape = (600, 1100)  # v2t: 2 blocks of rows; t2v: 2 blocks, 2 tiles of 512 items
+    assert shape[0] > numpy_engine._BLOCK_BYTES // (8 * shape[1]) > 8
+    assert shape[1] > numpy_engine._BLOCK_BYTES // (8 * shape[0]) and shape[0] > 512
+    rel = rng.choice(np.array([0] * 8 + [0.25, 0.5, 0.75, 1], np.float32), shape)
+    sim = (rng.integers(-40, 40, shape) / 8).astype(np.float32)
+    sim[(sim == 0) & (rng.random(shape) < 0.5)] = -0.0
+    want = reference_metrics(sim.astype(np.float64), rel.astype(np.float64), threshold=0.75)
+    for workers in (1, 2):
+        got = evaluate(sim, rel, threshold=0.75, backend="numpy", workers=workers)
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, abs=1e-9), (workers, key)
+    assert got["tied_v2t"] == shape[0]

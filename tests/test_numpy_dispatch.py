@@ -1,0 +1,76 @@
+"""NumPy's AVX2 sort on AMD Zen 4 (`jaxsvr.numpy_dispatch`): which CPUs, and the rules."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jaxsvr import numpy_dispatch
+
+ZEN4 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC 9R14
+flags\t\t: fpu sse2 avx2 avx512f avx512dq avx512bw
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+"""
+
+
+@pytest.mark.parametrize(
+    "cpuinfo, zen4",
+    [
+        (ZEN4, True),
+        (ZEN4.replace("avx512f avx512dq avx512bw", ""), False),  # Zen 3: family 25, no AVX-512
+        (ZEN4.replace("cpu family\t: 25", "cpu family\t: 26"), False),  # Zen 5
+        (ZEN4.replace("AuthenticAMD", "GenuineIntel").replace(": 25", ": 6"), False),
+        ("", False),
+    ],
+)
+def test_is_zen4(cpuinfo, zen4):
+    assert numpy_dispatch.is_zen4(cpuinfo) is zen4
+
+
+_PROBE = """
+import os, sys, warnings
+warnings.simplefilter("error")  # an unknown feature name would be an ImportWarning
+from jaxsvr import numpy_dispatch
+done = numpy_dispatch.prefer_avx2_sort(sys.argv[1])
+import numpy as np
+np.sort(np.arange(10))
+print(done, os.environ.get("NPY_DISABLE_CPU_FEATURES", ""))
+"""
+
+
+def _probe(cpuinfo: str, **env) -> str:
+    environ = {k: v for k, v in os.environ.items() if k not in ("NPY_DISABLE_CPU_FEATURES",)}
+    environ.pop(numpy_dispatch.KEEP, None)
+    environ.update(env)
+    r = subprocess.run(
+        [sys.executable, "-c", _PROBE, cpuinfo],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_sets_the_variable_on_zen4_only_and_numpy_accepts_the_names():
+    # The names match the installed NumPy: importing it raises no ImportWarning.
+    assert _probe(ZEN4) == f"True {numpy_dispatch._feature_names()}"
+    assert _probe(ZEN4.replace("AuthenticAMD", "GenuineIntel")) == "False"
+
+
+def test_keeps_a_users_setting_and_the_opt_out():
+    assert _probe(ZEN4, NPY_DISABLE_CPU_FEATURES="X86_V4") == "False X86_V4"
+    assert _probe(ZEN4, JAXSVR_NUMPY_AVX512="1") == "False"
+
+
+def test_no_effect_once_numpy_is_imported():
+    assert "numpy" in sys.modules  # pytest imported it: too late to choose code paths
+    assert numpy_dispatch.prefer_avx2_sort(ZEN4) is False
