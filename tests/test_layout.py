@@ -11,7 +11,17 @@ PACKAGE = Path(__file__).resolve().parents[1] / "jaxsvr"
 # rank of each top-level module or folder: an import may only go to an equal or lower rank
 RANKS = {
     **dict.fromkeys(
-        ("errors", "precision", "cli", "workdir", "files", "parallel", "distributed"), 0
+        (
+            "errors",
+            "precision",
+            "cli",
+            "workdir",
+            "files",
+            "parallel",
+            "distributed",
+            "numpy_dispatch",
+        ),
+        0,
     ),
     "nlp": 1,
     "annotations": 2,
