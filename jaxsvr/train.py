@@ -133,7 +133,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     )
 
     rep = parallel.replicated(mesh)
-    state = _init_state(config, model, tx, run, rep)
+    state = init_state(config, model, tx, run, rep)
     state_sharding = jax.tree.map(lambda _: rep, state)
     # Every check passed: the run starts, under the workdir's lock. The restore comes
     # before config.json so that a checkpoint of another model (InputError) leaves it as is.
@@ -179,8 +179,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     else:
         raise InputError(f"unknown config.train.gather {gather!r}: use 'device' or 'host'")
     batch_sharding = {k: parallel.batch_sharded(mesh) for k in source.keys()}
-    train_step = jax.jit(
-        functools.partial(_train_step, model=model, tx=tx, objective=objective, seed=config.seed),
+    step_program = jax.jit(
+        functools.partial(train_step, model=model, tx=tx, objective=objective, seed=config.seed),
         in_shardings=(state_sharding, jax.tree.map(lambda _: rep, tables), batch_sharding),
         out_shardings=(state_sharding, rep),
         donate_argnums=0,
@@ -199,7 +199,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     try:
         for step in range(start_step + 1, total_steps + 1):
             batch = prefetch.next(timer)
-            state, metrics = train_step(state, tables, batch)
+            state, metrics = step_program(state, tables, batch)
             pending.append((step, metrics))
             done = step == total_steps
             if step % log_every == 0 or done or ckpt.should_save(step) or step % eval_every == 0:
@@ -230,7 +230,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     return final
 
 
-def _init_state(config, model, tx, run, rep) -> TrainState:
+def init_state(config, model, tx, run, rep) -> TrainState:
     dummy = run.train_inputs.init_batch()  # one row, or one window of 2m + 1 rows
 
     @functools.partial(jax.jit, out_shardings=rep)
@@ -262,7 +262,7 @@ def _init_state(config, model, tx, run, rep) -> TrainState:
     return state
 
 
-def _train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, objective, seed):
+def train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, objective, seed):
     """One optimisation step; returns the new state and the step's loss terms.
 
     `tables` holds the device-resident inputs and context windows ({} when the host

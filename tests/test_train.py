@@ -100,7 +100,7 @@ def test_word_vectors_initialise_the_word_table(tmp_path):
     from jaxsvr import parallel
 
     rep = parallel.replicated(parallel.make_mesh())
-    state = train._init_state(c, run.model, optax.sgd(0.1), run, rep)
+    state = train.init_state(c, run.model, optax.sgd(0.1), run, rep)
     got = np.asarray(jax.device_get(state.params["params"]["words"]["table"]["embedding"]))
     np.testing.assert_array_equal(got, table)
     np.testing.assert_array_equal(got[data.vocab.id(words[1])], [1, 1.5, -1])

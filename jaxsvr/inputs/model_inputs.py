@@ -93,8 +93,10 @@ def gather_device(tables: dict, gathers: dict, batch: dict) -> dict:
         if tables:
             flat = rows.reshape(-1)
             window = tables["windows"].get(key)
-            index = flat if window is None else jnp.take(window, flat, axis=0).reshape(-1)
-            x = jnp.take(tables["inputs"][key], index, axis=0)
+            # The sampler's rows are in range: "clip" clamps indices instead of masking every
+            # gathered value ("fill", jnp.take's default: one more pass over the rows).
+            index = flat if window is None else jnp.take(window, flat, 0, mode="clip").reshape(-1)
+            x = jnp.take(tables["inputs"][key], index, axis=0, mode="clip")
             inputs[name] = x if window is None else x.reshape(flat.size, -1, *x.shape[1:])
         else:
             inputs[name] = batch[name].reshape(rows.size, *batch[name].shape[rows.ndim :])

@@ -97,22 +97,76 @@ def triplet_terms(
     terms = {}
     for level in levels:
         slot, pos, neg = layout.slot(level), layout.positives(level), layout.negatives(level)
-        for pair in pair_types:
-            a_mod, x_mod = PAIR_TYPES[pair]
-            s_pos = _scores(emb, a_mod, x_mod, level, pos, pair_score)  # [B, K]
-            s_neg = _scores(emb, a_mod, x_mod, level, neg, pair_score)
-            d_pos = distance_from_score(s_pos, distance_kind)
-            d_neg = distance_from_score(s_neg, distance_kind)
-            terms[f"{level}_{pair}"] = jnp.mean(jax.nn.relu(margin[:, slot] + d_pos - d_neg))
+        if neg.start != pos.stop:
+            raise ValueError("the layout must hold a level's negatives right after its positives")
+        rows = slice(pos.start, neg.stop)
+        anchors = {m: _cols(emb[m], level, TripletLayout.ANCHOR, pair_score) for m in emb}
+        others = {m: _cols(emb[m], level, rows, pair_score) for m in emb}
+        terms.update(
+            level_terms(
+                level,
+                anchors,
+                others,
+                margin[:, slot],
+                distance_kind=distance_kind,
+                pair_types=pair_types,
+                pair_score=pair_score,
+            )
+        )
     return terms
 
 
-def _scores(emb, a_mod: str, x_mod: str, level: str, cols: slice, pair_score) -> jnp.ndarray:
-    """[B, K] scores of each anchor (column 0, modality a_mod) with rows `cols` (x_mod)."""
-    anchor = jax.tree.map(lambda e: e[:, TripletLayout.ANCHOR], emb[a_mod])
-    others = jax.tree.map(lambda e: e[:, cols], emb[x_mod])
+def level_terms(
+    level: str,
+    anchors: Mapping[str, Any],
+    others: Mapping[str, Any],
+    margin: jnp.ndarray,
+    *,
+    distance_kind: str = "squared_euclidean",
+    pair_types: tuple[str, ...] = tuple(PAIR_TYPES),
+    pair_score: Callable[[Any, Any], Mapping[str, jnp.ndarray]] | None = None,
+) -> dict[str, jnp.ndarray]:
+    """Mean triplet loss per pair type of one level.
+
+    Args:
+      level: the level, for the term names (and the `pair_score` output to read).
+      anchors: {modality: the anchors' embeddings}: [B, d] unit vectors of this level, or a
+        `pair_score` model's embedding pytree with leaves [B, ...].
+      others: {modality: the level's K positives then K negatives}: [B, 2K, d], or a
+        pytree with leaves [B, 2K, ...].
+      margin: [B, K] margins of the level.
+      distance_kind, pair_types, pair_score: as `triplet_terms`.
+
+    Each modality's rows are scored together ([B, 2K]) and split after, so the gradients
+    flow back through one slice per modality, not one per pair type and side.
+
+    Returns:
+      {"{level}_{pair}": scalar}.
+    """
+    k = margin.shape[-1]
+    terms = {}
+    for pair in pair_types:
+        a_mod, x_mod = PAIR_TYPES[pair]
+        scores = _scores(anchors[a_mod], others[x_mod], a_mod, x_mod, level, pair_score)
+        d_pos = distance_from_score(scores[:, :k], distance_kind)
+        d_neg = distance_from_score(scores[:, k:], distance_kind)
+        terms[f"{level}_{pair}"] = jnp.mean(jax.nn.relu(margin + d_pos - d_neg))
+    return terms
+
+
+def _cols(emb, level: str, cols, pair_score):
+    """Columns `cols` of a modality's embeddings: the level's array for unit-vector
+    embeddings, the whole pytree for a `pair_score` model."""
     if pair_score is None:
-        return jnp.einsum("bd,bkd->bk", anchor[level], others[level])
+        return emb[level][:, cols]
+    return jax.tree.map(lambda e: e[:, cols], emb)
+
+
+def _scores(anchor, others, a_mod: str, x_mod: str, level: str, pair_score) -> jnp.ndarray:
+    """[B, K] scores of each anchor ([B, ...], modality a_mod) with its K rows `others`
+    ([B, K, ...], x_mod)."""
+    if pair_score is None:
+        return jnp.einsum("bd,bkd->bk", anchor, others)
     if a_mod == x_mod:
         raise ValueError("a pair_score model scores video-text pairs only")
     b, k = jax.tree.leaves(others)[0].shape[:2]

@@ -56,3 +56,54 @@ def test_triplet_layout_columns_hold_what_the_loss_reads():
     assert (nouns.indices[pos] == nouns.indices[anchors][:, None]).all()
     assert (nouns.indices[neg] != nouns.indices[anchors][:, None]).all()
     assert margin.shape == (10, 3, 3)
+
+
+@pytest.mark.parametrize("model_name", ["epic_jpose", "epic_mme"])
+def test_grouped_triplet_embedding_equals_embedding_every_row(model_name):
+    """Dot-product models embed each row group on its own (anchors for every level, a
+    level's rows for that level only): the loss, every term and the gradients equal the
+    straightforward path (every row through every branch, `triplet_terms` on [B, M])."""
+    import jax
+
+    from jaxsvr.inputs.model_inputs import gather_device
+    from jaxsvr.objectives.base import embed
+
+    c = config(model_name, "runlocal")
+    run = pipeline.build(c)
+    obj, model = run.objective, run.model
+    assert obj.groups is not None and len(obj.groups) == 1 + len(obj.levels)
+    tables = run.train_inputs.device_tables(None)
+    batch = obj.host_batch(0, 0, 8)
+    params = model.init(jax.random.key(0), run.train_inputs.init_batch())
+    inputs = gather_device(tables, obj.gathers, batch)
+    rows = {f: objectives.Gather(f, "rows") for f in obj.fields}
+
+    def grouped(p):
+        return obj.loss(model, p, inputs, batch, jax.random.key(1))
+
+    def every_row(p):
+        video, text = embed(model, p, gather_device(tables, rows, batch), jax.random.key(1))
+        b, m = batch["rows"].shape
+        video, text = jax.tree.map(lambda e: e.reshape(b, m, -1), (video, text))
+        terms = losses.triplet_terms(
+            video,
+            text,
+            batch["margin"],
+            levels=obj.levels,
+            layout=obj.sampler.layout,
+            distance_kind=obj.distance,
+            pair_types=obj.pair_types,
+        )
+        return sum(w * terms[k] for k, w in obj.weights.items()), terms
+
+    (got, got_terms), got_grads = jax.value_and_grad(grouped, has_aux=True)(params)
+    (want, want_terms), want_grads = jax.value_and_grad(every_row, has_aux=True)(params)
+    assert got_terms.keys() == want_terms.keys()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    for k in want_terms:
+        np.testing.assert_allclose(got_terms[k], want_terms[k], rtol=1e-6, atol=1e-7)
+    for g, w in zip(jax.tree.leaves(got_grads), jax.tree.leaves(want_grads)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
+    # Each group's inputs are gathered on their own, from its own row columns.
+    for g, (cols, _) in enumerate(obj.groups):
+        np.testing.assert_array_equal(batch[f"rows_{g}"], batch["rows"][:, cols])
