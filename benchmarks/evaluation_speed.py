@@ -11,7 +11,7 @@ evaluation is deterministic and comparable):
 - `ours`: `jaxsvr.evaluation.evaluate` (NumPy engine), nDCG + mAP + all other metrics in
   both directions; wall time of the call, peak RSS of the process (inputs included);
 - `ours_avx2` (AVX-512 CPUs only): the same with NumPy's AVX2 code paths
-  (NPY_DISABLE_CPU_FEATURES, `jaxsvr.numpy_dispatch`): what a CPU without AVX-512 runs,
+  (NPY_DISABLE_CPU_FEATURES, `jaxsvr.process_tuning`): what a CPU without AVX-512 runs,
   and what `python -m jaxsvr.evaluate` chooses on AMD Zen 4;
 - `evaluate_cli`: `python -m jaxsvr.evaluate --similarity S.npy --relevance R.npy` end to
   end, interpreter start, imports and loading included (JAX is not imported);
@@ -153,9 +153,9 @@ def _child_env(what: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "NPY_DISABLE_CPU_FEATURES"}
     if what.endswith("_avx2"):
         sys.path.insert(0, str(ROOT))
-        from jaxsvr import numpy_dispatch
+        from jaxsvr import process_tuning
 
-        env["NPY_DISABLE_CPU_FEATURES"] = numpy_dispatch._feature_names()
+        env["NPY_DISABLE_CPU_FEATURES"] = process_tuning._feature_names()
     return env
 
 

@@ -19,7 +19,7 @@ RANKS = {
             "files",
             "parallel",
             "distributed",
-            "numpy_dispatch",
+            "process_tuning",
         ),
         0,
     ),

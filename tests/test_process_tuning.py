@@ -1,4 +1,4 @@
-"""NumPy's AVX2 sort on AMD Zen 4 (`jaxsvr.numpy_dispatch`): which CPUs, and the rules."""
+"""NumPy's AVX2 sort on AMD Zen 4 (`jaxsvr.process_tuning`): which CPUs, and the rules."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from jaxsvr import numpy_dispatch
+from jaxsvr import process_tuning
 
 ZEN4 = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -31,14 +31,14 @@ vendor_id\t: AuthenticAMD
     ],
 )
 def test_is_zen4(cpuinfo, zen4):
-    assert numpy_dispatch.is_zen4(cpuinfo) is zen4
+    assert process_tuning.is_zen4(cpuinfo) is zen4
 
 
 _PROBE = """
 import os, sys, warnings
 warnings.simplefilter("error")  # an unknown feature name would be an ImportWarning
-from jaxsvr import numpy_dispatch
-done = numpy_dispatch.prefer_avx2_sort(sys.argv[1])
+from jaxsvr import process_tuning
+done = process_tuning.prefer_avx2_sort(sys.argv[1])
 import numpy as np
 np.sort(np.arange(10))
 print(done, os.environ.get("NPY_DISABLE_CPU_FEATURES", ""))
@@ -47,7 +47,7 @@ print(done, os.environ.get("NPY_DISABLE_CPU_FEATURES", ""))
 
 def _probe(cpuinfo: str, **env) -> str:
     environ = {k: v for k, v in os.environ.items() if k not in ("NPY_DISABLE_CPU_FEATURES",)}
-    environ.pop(numpy_dispatch.KEEP, None)
+    environ.pop(process_tuning.KEEP, None)
     environ.update(env)
     r = subprocess.run(
         [sys.executable, "-c", _PROBE, cpuinfo],
@@ -62,7 +62,7 @@ def _probe(cpuinfo: str, **env) -> str:
 
 def test_sets_the_variable_on_zen4_only_and_numpy_accepts_the_names():
     # The names match the installed NumPy: importing it raises no ImportWarning.
-    assert _probe(ZEN4) == f"True {numpy_dispatch._feature_names()}"
+    assert _probe(ZEN4) == f"True {process_tuning._feature_names()}"
     assert _probe(ZEN4.replace("AuthenticAMD", "GenuineIntel")) == "False"
 
 
@@ -73,4 +73,11 @@ def test_keeps_a_users_setting_and_the_opt_out():
 
 def test_no_effect_once_numpy_is_imported():
     assert "numpy" in sys.modules  # pytest imported it: too late to choose code paths
-    assert numpy_dispatch.prefer_avx2_sort(ZEN4) is False
+    assert process_tuning.prefer_avx2_sort(ZEN4) is False
+
+
+def test_keep_freed_memory_takes_on_glibc():
+    import platform
+
+    took = process_tuning.keep_freed_memory()
+    assert took is (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
