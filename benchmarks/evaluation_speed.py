@@ -69,26 +69,19 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
 
     out: dict = {}
     if what == "relevance_cli":
-        start = time.perf_counter()
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
+        out.update(
+            _time_cli(
                 "jaxsvr.relevance",
                 "epic100",
                 "--clips",
-                str(epic / "EPIC_100_retrieval_test.csv"),
+                epic / "EPIC_100_retrieval_test.csv",
                 "--sentences",
-                str(epic / "EPIC_100_retrieval_test_sentence.csv"),
+                epic / "EPIC_100_retrieval_test_sentence.csv",
                 "--out",
-                str(tmp / "rel_cli.npy"),
-            ],
-            check=True,
-            capture_output=True,
+                tmp / "rel_cli.npy",
+            )
         )
-        out["seconds"] = time.perf_counter() - start
-        # This process is fresh and ran only the CLI: its children's peak is the CLI's.
-        out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        del out["stdout"]
         return out
     if what == "batch_512":
         from jaxsvr.annotations import epic100
@@ -105,24 +98,13 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
         out["ms_per_batch"] = (time.perf_counter() - start) / len(batches) * 1e3
         return out
     if what == "evaluate_cli":
-        start = time.perf_counter()
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "jaxsvr.evaluate",
-                "--similarity",
-                str(tmp / "sim.npy"),
-                "--relevance",
-                str(tmp / "rel.npy"),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
+        out.update(
+            _time_cli(
+                "jaxsvr.evaluate", "--similarity", tmp / "sim.npy", "--relevance", tmp / "rel.npy"
+            )
         )
-        out["seconds"] = time.perf_counter() - start
-        out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        out["metrics"] = {k: json.loads(r.stdout)[k] for k in ("ndcg_avg", "map_avg")}
+        result = json.loads(out.pop("stdout"))
+        out["metrics"] = {k: result[k] for k in ("ndcg_avg", "map_avg")}
         return out
     sim, rel = np.load(tmp / "sim.npy"), np.load(tmp / "rel.npy")
     if what == "ranking":
@@ -152,6 +134,30 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
     out["peak_rss_mb"] = _peak_rss_mb()
     out["metrics"] = {k: result[k] for k in ("ndcg_avg", "map_avg")}
     return out
+
+
+def _time_cli(module: str, *args) -> dict:
+    """Wall time, peak RSS and stdout of `python -m module args` end to end. This process
+    is fresh and runs only that command: its children's peak RSS is the command's."""
+    start = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)], check=True, capture_output=True, text=True
+    )
+    return {
+        "seconds": time.perf_counter() - start,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "stdout": r.stdout,
+    }
+
+
+def emit(report: dict, table_text: str, header: str, path: Path | None) -> None:
+    """Prints the header line, the markdown table and the JSON report; writes the JSON to
+    `path` too when given (the benchmarks' common ending)."""
+    print(header)
+    print(table_text)
+    print(json.dumps(report, indent=1))
+    if path:
+        path.write_text(json.dumps(report, indent=1))
 
 
 def _child_env(what: str) -> dict:
@@ -358,11 +364,8 @@ def main() -> None:
             for o, b in zip(runs[what], runs["baseline"])
             for k in o["metrics"]
         )
-    print(f"{report['cpu']}; {args.repeats} fresh processes per row (min–max)")
-    print(table(report))
-    print(json.dumps(report, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+    header = f"{report['cpu']}; {args.repeats} fresh processes per row (min–max)"
+    emit(report, table(report), header, args.json)
 
 
 if __name__ == "__main__":

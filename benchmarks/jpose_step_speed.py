@@ -251,7 +251,7 @@ def main() -> None:
         print(json.dumps(floor_child()))
         return
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from evaluation_speed import cpu_model  # beside this script
+    from evaluation_speed import cpu_model, emit  # beside this script
 
     report: dict = {"cpu": cpu_model(), "annotations": str(annotations), "jax": [], "torch": []}
     print(report["cpu"], file=sys.stderr)
@@ -273,11 +273,8 @@ def main() -> None:
         t["median_ms"] / statistics.median(j["ms_per_step"])
         for j, t in zip(report["jax"], report["torch"])
     ]
-    print(f"{report['cpu']}; {args.repeats} fresh processes per framework (min–max)")
-    print(table(report))
-    print(json.dumps(report, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+    header = f"{report['cpu']}; {args.repeats} fresh processes per framework (min–max)"
+    emit(report, table(report), header, args.json)
 
 
 if __name__ == "__main__":
