@@ -31,36 +31,21 @@ def l2_normalize(x: jnp.ndarray, axis: int = -1) -> jnp.ndarray:
 
 
 class GatedEmbedding(nn.Module):
-    """L2-normalise -> Dense(dim) -> context gating -> L2-normalise."""
+    """L2-normalise -> Dense(dim) -> context gating -> L2-normalise.
+
+    The input is normalised before the product on purpose: (x W) / |x| would skip writing
+    the normalised rows (~5% of a JPoSE step) but lets a diverging run's activations grow
+    with |x| |W| and overflow to NaN steps before its parameters do, which the trainer's
+    divergence and vanishing-gradient handling rely on seeing (tests/test_checkpoint_faults).
+    """
 
     dim: int
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
-        x = NormalizedDense(self.dim, name="proj")(x)
+        x = nn.Dense(self.dim, name="proj")(l2_normalize(x))
         x = x * nn.sigmoid(nn.Dense(self.dim, name="gate")(x))
         return l2_normalize(x)
-
-
-class NormalizedDense(nn.Module):
-    """`nn.Dense(features)(l2_normalize(x))`, computed as (x W) / |x| + b.
-
-    The same parameters (`kernel`, `bias`, initialised as `nn.Dense` does) and the same
-    function up to float rounding, but the normalised copy of a wide input (3072-d video
-    rows: 48 MB per JPoSE batch) is never written: the row scale applies to the [n, dim]
-    product, and the kernel's gradient is x^T (g / |x|).
-    """
-
-    features: int
-
-    @nn.compact
-    def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
-        kernel = self.param(
-            "kernel", nn.initializers.lecun_normal(), (x.shape[-1], self.features), jnp.float32
-        )
-        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
-        scale = jax.lax.rsqrt(jnp.maximum(jnp.sum(x * x, axis=-1, keepdims=True), EPS * EPS))
-        return jnp.dot(x, kernel) * scale + bias
 
 
 def word_table(vocab_size: int, word_dim: int) -> nn.Embed:

@@ -22,6 +22,7 @@ from jaxsvr.objectives.base import Gather, embed, weighted_levels
 from jaxsvr.relevance import split_relevance
 from jaxsvr.relevance.split_relevance import RelevanceSpec
 from jaxsvr.sampling import triplets
+from jaxsvr.sampling.triplets import TripletLayout
 
 SAMPLER_POSITIVES = ("class", "instance", "proxy")  # config.sampler.positives
 
@@ -96,14 +97,7 @@ class TripletObjective:
         fields = ("video", *model.text_fields)
         layout = self.sampler.layout
         if model.dot_product:
-            # Row groups: the anchors feed every level; a level's positives and negatives
-            # (adjacent columns) feed that level alone. Each group is gathered and embedded
-            # on its own, so XLA drops the branches its outputs do not feed (JPoSE's noun
-            # branch never sees the verb level's rows: 2/3 of the dense work).
-            self.groups = [(slice(0, 1), self.levels)]
-            for lv in self.levels:
-                cols = slice(layout.positives(lv).start, layout.negatives(lv).stop)
-                self.groups.append((cols, (lv,)))
+            self.groups = row_groups(layout, self.levels)
             self.batch_keys = ("rows", "margin", *(f"rows_{g}" for g in range(len(self.groups))))
             self.gathers = {
                 f"{f}_{g}": Gather(f, f"rows_{g}") for g in range(len(self.groups)) for f in fields
@@ -130,7 +124,7 @@ class TripletObjective:
         rows, margin = self.sampler.batch(epoch, step, batch_size, share)
         batch = {"rows": rows, "margin": margin}
         for g, (cols, _) in enumerate(self.groups or ()):
-            batch[f"rows_{g}"] = np.ascontiguousarray(rows[:, cols])
+            batch[f"rows_{g}"] = rows[:, cols]  # a copy: cols is an index array
         return batch
 
     def loss(self, model, params, inputs: dict, batch: dict, rng):
@@ -157,8 +151,7 @@ class TripletObjective:
         return sum(w * terms[k] for k, w in self.weights.items()), terms
 
     def _grouped_terms(self, model, params, inputs: dict, margin, rng) -> dict:
-        """The triplet terms from each row group (`groups`) embedded on its own: the
-        anchors for every level, a level's positives and negatives for that level (XLA
+        """The triplet terms from each row group (`row_groups`) embedded on its own (XLA
         drops the branches a group's outputs do not feed). Each group draws its own
         dropout key."""
         b = margin.shape[0]
@@ -166,18 +159,39 @@ class TripletObjective:
         for g, (cols, _) in enumerate(self.groups):
             sub = {f: inputs[f"{f}_{g}"] for f in self.fields}
             video, text = embed(model, params, sub, jax.random.fold_in(rng, g))
-            n = cols.stop - cols.start
             embedded.append(
-                jax.tree.map(lambda e, n=n: e.reshape(b, n, *e.shape[1:]), (video, text))
+                jax.tree.map(lambda e, n=cols.size: e.reshape(b, n, *e.shape[1:]), (video, text))
             )
-        (anchor_video, anchor_text), layout, terms = embedded[0], self.sampler.layout, {}
-        for (video, text), (_, (level,)) in zip(embedded[1:], self.groups[1:]):
+        anchors = {"video": embedded[0][0], "text": embedded[0][1]}  # column 0 of group 0
+        layout, terms = self.sampler.layout, {}
+        for g, ((video, text), (_, level)) in enumerate(zip(embedded, self.groups)):
+            if level is None:  # group 0 holding the anchors alone
+                continue
+            first = 1 if g == 0 else 0  # group 0: the level's rows come after the anchor
             terms |= level_terms(
                 level,
-                {"video": anchor_video[level][:, 0], "text": anchor_text[level][:, 0]},
-                {"video": video[level], "text": text[level]},
+                {m: e[level][:, 0] for m, e in anchors.items()},
+                {"video": video[level][:, first:], "text": text[level][:, first:]},
                 margin[:, layout.slot(level)],
                 distance_kind=self.distance,
                 pair_types=self.pair_types,
             )
         return terms
+
+
+def row_groups(layout: TripletLayout, levels: tuple[str, ...]) -> list[tuple[np.ndarray, str]]:
+    """[(columns, level)]: the row groups of a triplet batch that a dot-product model embeds
+    one by one. A level's K positives and K negatives feed that level alone; the anchors
+    feed every level, so they join the action level's rows (which need both of JPoSE's
+    branches anyway: no extra work, and no tiny product of B rows), or form group 0 of
+    their own (level None) when no action level is trained. Each group is gathered and
+    embedded on its own, so a verb row never passes through the noun branch: 2/3 of
+    JPoSE's dense work of embedding every row for every level."""
+
+    def cols(level: str) -> np.ndarray:
+        return np.arange(layout.positives(level).start, layout.negatives(level).stop)
+
+    first = "action" if "action" in levels else None
+    anchor = np.array([TripletLayout.ANCHOR])
+    groups = [(np.concatenate([anchor, cols(first)]) if first else anchor, first)]
+    return groups + [(cols(level), level) for level in levels if level != first]

@@ -51,26 +51,3 @@ def test_padding_and_unknown_words_are_ignored():
         np.testing.assert_allclose(
             model.apply(params, other, method=model.embed_text)["action"], base, atol=1e-6
         )
-
-
-def test_normalized_dense_is_dense_of_the_normalised_input():
-    """`NormalizedDense` = nn.Dense(l2_normalize(x)): the same parameters (names, init) and
-    outputs to float rounding; a zero row maps to the bias, with finite gradients."""
-    import flax.linen as nn
-    import jax
-    import jax.numpy as jnp
-
-    from jaxsvr.models.mme import NormalizedDense, l2_normalize
-
-    x = jax.random.normal(jax.random.key(0), (5, 40)).at[3].set(0.0)
-    ours = NormalizedDense(7)
-    params = ours.init(jax.random.key(1), x)
-    dense = nn.Dense(7)
-    want_params = dense.init(jax.random.key(1), l2_normalize(x))
-    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(want_params)):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_allclose(
-        ours.apply(params, x), dense.apply(params, l2_normalize(x)), rtol=1e-6, atol=1e-6
-    )
-    grads = jax.grad(lambda p: jnp.sum(ours.apply(p, x) ** 2))(params)
-    assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads))

@@ -58,8 +58,15 @@ def test_triplet_layout_columns_hold_what_the_loss_reads():
     assert margin.shape == (10, 3, 3)
 
 
-@pytest.mark.parametrize("model_name", ["epic_jpose", "epic_mme"])
-def test_grouped_triplet_embedding_equals_embedding_every_row(model_name):
+@pytest.mark.parametrize(
+    "model_name, overrides, groups",
+    [
+        ("epic_jpose", {}, 3),  # anchors + action rows, verb rows, noun rows
+        ("epic_mme", {}, 1),  # anchors + action rows: every row
+        ("epic_jpose", {"loss__level_weights__action": 0.0}, 3),  # anchors alone, verb, noun
+    ],
+)
+def test_grouped_triplet_embedding_equals_embedding_every_row(model_name, overrides, groups):
     """Dot-product models embed each row group on its own (anchors for every level, a
     level's rows for that level only): the loss, every term and the gradients equal the
     straightforward path (every row through every branch, `triplet_terms` on [B, M])."""
@@ -68,10 +75,13 @@ def test_grouped_triplet_embedding_equals_embedding_every_row(model_name):
     from jaxsvr.inputs.model_inputs import gather_device
     from jaxsvr.objectives.base import embed
 
-    c = config(model_name, "runlocal")
+    c = config(model_name, "runlocal", **overrides)
     run = pipeline.build(c)
     obj, model = run.objective, run.model
-    assert obj.groups is not None and len(obj.groups) == 1 + len(obj.levels)
+    assert len(obj.groups) == groups
+    assert sorted(np.concatenate([cols for cols, _ in obj.groups])) == list(
+        range(obj.sampler.layout.rows_per_anchor)
+    )  # every row in exactly one group
     tables = run.train_inputs.device_tables(None)
     batch = obj.host_batch(0, 0, 8)
     params = model.init(jax.random.key(0), run.train_inputs.init_batch())
