@@ -46,7 +46,7 @@ class TripletObjective:
     """Offline triplets with fixed or relevance margins (JPoSE / MME)."""
 
     # [B, M] row indices, [B, n_levels, K] margins; dot-product models also get each row
-    # group's indices (`rows_0`: anchors, `rows_1`...: a level's positives and negatives)
+    # group's indices (`rows_0`, `rows_1`, ...: the columns of `row_groups`)
     batch_keys: tuple[str, ...] = ("rows", "margin")
 
     def __init__(self, config, train_split, model, relevance: RelevanceSpec):
