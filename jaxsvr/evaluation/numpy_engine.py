@@ -68,18 +68,19 @@ def query_stats(
     rel = np.asarray(rel, np.float32)
     workers = workers or min(4, os.cpu_count() or 1)
     out = (QueryStats.empty(sim.shape[0]), QueryStats.empty(sim.shape[1]))
-    jobs = []  # (direction, first query, block rows)
+    jobs = []  # (direction, first query)
+    rows = []  # block rows of each direction
     for d, (n_queries, n_items) in enumerate((sim.shape, sim.shape[::-1])):
-        rows = max(8, _BLOCK_BYTES // (8 * max(n_items, 1)))
-        jobs += [(d, start, min(rows, n_queries - start)) for start in range(0, n_queries, rows)]
+        rows.append(max(8, _BLOCK_BYTES // (8 * max(n_items, 1))))
+        jobs += [(d, start) for start in range(0, n_queries, rows[d])]
     local = threading.local()  # per-thread scratch of each direction, reused across blocks
 
-    def work(job: tuple[int, int, int]) -> None:
-        d, start, rows = job
+    def work(job: tuple[int, int]) -> None:
+        d, start = job
         s, r = (sim, rel) if d == 0 else (sim.T, rel.T)
         buffers = local.__dict__.setdefault("buffers", {})
-        buf = buffers.get(d) or buffers.setdefault(d, _Buffers(rows, s.shape[1]))
-        block = np.s_[start : start + rows]
+        buf = buffers.get(d) or buffers.setdefault(d, _Buffers(rows[d], s.shape[1]))
+        block = np.s_[start : start + rows[d]]
         out[d].put(start, _block_stats(s[block], r[block], threshold, buf))
 
     if workers == 1 or len(jobs) == 1:
