@@ -27,8 +27,8 @@ import time
 
 from jaxsvr import process_tuning
 
-process_tuning.prefer_avx2_sort()  # on AMD Zen 4; before NumPy is first imported (below)
-process_tuning.keep_freed_memory()
+if __name__ == "__main__":  # the command line owns its process: jaxsvr.process_tuning
+    process_tuning.prefer_avx2_sort()  # on AMD Zen 4; before NumPy is first imported (below)
 
 import numpy as np  # noqa: E402
 
@@ -97,4 +97,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    process_tuning.keep_freed_memory()
     raise SystemExit(cli.run(main))

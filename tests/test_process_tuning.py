@@ -81,3 +81,35 @@ def test_keep_freed_memory_takes_on_glibc():
 
     took = process_tuning.keep_freed_memory()
     assert took is (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
+
+
+_IMPORTED = """
+import os
+import jaxsvr.evaluate  # imported as a module: the process is not the command's
+print(repr(os.environ.get("NPY_DISABLE_CPU_FEATURES", "")))
+"""
+_COMMAND = """
+import os, runpy, sys
+sys.argv = ["evaluate", "--help"]
+try:
+    runpy.run_module("jaxsvr.evaluate", run_name="__main__")
+except SystemExit:
+    pass
+print(repr(os.environ.get("NPY_DISABLE_CPU_FEATURES", "")))
+"""
+
+
+def test_only_the_command_line_changes_its_process():
+    """Importing jaxsvr.evaluate leaves the environment alone; running it as the command
+    sets NumPy's variable exactly on Zen 4."""
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "NPY_DISABLE_CPU_FEATURES"}
+    env.pop(process_tuning.KEEP, None)
+    zen4 = process_tuning.is_zen4(Path("/proc/cpuinfo").read_text())
+    for script, want in ((_IMPORTED, ""), (_COMMAND, process_tuning._feature_names() * zen4)):
+        r = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip().splitlines()[-1] == repr(want)
