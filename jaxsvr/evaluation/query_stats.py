@@ -76,29 +76,32 @@ def discounts(n_items: int) -> np.ndarray:
     return table
 
 
+@functools.lru_cache(maxsize=8)
+def cumulative_discounts(n_items: int) -> np.ndarray:
+    """[n_items + 1] float64 D(p) = sum of the first p discounts, D(0) = 0 (read-only)."""
+    table = np.zeros(n_items + 1)
+    np.cumsum(discounts(n_items), out=table[1:])
+    table.flags.writeable = False
+    return table
+
+
 def sparse_stats(
-    row: np.ndarray,
-    pos: np.ndarray,
-    gain: np.ndarray,
-    n_queries: int,
-    n_items: int,
-    threshold: float,
+    count: np.ndarray, pos: np.ndarray, gain: np.ndarray, n_items: int, threshold: float
 ) -> dict[str, np.ndarray]:
     """Statistics of a ranked block of queries from its entries with r > 0.
 
     Args:
-      row: [nnz] int query of each entry, non-decreasing.
-      pos: [nnz] int 0-based rank position of each entry, increasing within a query (the
-        entries of a query in rank order).
+      count: [n_queries] int entries of each query (K, its relevant items).
+      pos: [nnz] int 0-based rank position of each entry, grouped by query and increasing
+        within a query (the entries of a query in rank order).
       gain: [nnz] float32 their relevance r > 0.
-      n_queries: queries in the block.
       n_items: items per query.
       threshold: relevance of an instance-metric positive.
 
     Returns:
       The QueryStats fields except `tied`, as [n_queries] arrays.
     """
-    count = np.bincount(row, minlength=n_queries)  # K: relevant items of each query
+    n_queries = count.size
     first = np.zeros(n_queries + 1, np.intp)  # each query's first entry
     np.cumsum(count, out=first[1:])
     table = discounts(n_items)
@@ -117,36 +120,48 @@ def sparse_stats(
     stats["dcg"], stats["dcg_exp"] = per_query(linear), per_query(exp)
 
     # Ideal ranking: gains sorted descending within each query (r > 0, so float bits are
-    # monotone: sort the complement of the bits under the query index).
-    keys = row.astype(np.uint64) << np.uint64(32)
+    # monotone: sort the complement of the bits under the query index). Equal gains of a
+    # query form a run (EK-100 relevance takes 18 values): a run of gain g over ideal
+    # positions [a, b) adds g * (D(b) - D(a)), D(p) the sum of the first p discounts.
+    keys = np.repeat(np.arange(n_queries, dtype=np.uint64) << np.uint64(32), count)
     keys |= np.invert(gain.view(np.uint32))
     keys.sort()
-    ideal = np.invert(keys.astype(np.uint32)).view(np.float32).astype(np.float64)
-    ideal_disc = table[np.arange(row.size) - np.repeat(first[:-1], count)]
-    stats["idcg"] = per_query(ideal * ideal_disc)
-    np.exp2(ideal, out=ideal)
-    ideal -= 1.0
-    ideal *= ideal_disc
-    stats["idcg_exp"] = per_query(ideal)
+    head = np.empty(keys.size, np.bool_)
+    head[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=head[1:])
+    run = np.flatnonzero(head)  # first entry of each run; a run ends where the next starts
+    run_query = np.searchsorted(first, run, side="right") - 1
+    low = np.invert(keys[run].astype(np.uint32))  # the bits of each run's gain
+    run_gain = low.view(np.float32).astype(np.float64)
+    cum = cumulative_discounts(n_items)
+    start = first[run_query]
+    span = cum[np.append(run[1:], keys.size) - start] - cum[run - start]
+    run_count = np.bincount(run_query, minlength=n_queries)
+    run_first = np.zeros(n_queries, np.intp)
+    np.cumsum(run_count[:-1], out=run_first[1:])
+    per_run = _Segments(run_count, run_first)
+    stats["idcg"] = per_run(run_gain * span)
+    stats["idcg_exp"] = per_run((np.exp2(run_gain) - 1.0) * span)
 
     # AP over the r = 1 items: graded numerator (sum of r ranked at or above) and binary.
     ones = np.flatnonzero(gain == 1)
-    one_row = row[ones]
+    one_row = np.searchsorted(first, ones, side="right") - 1  # their queries
     one_count = np.bincount(one_row, minlength=n_queries)
     one_first = np.zeros(n_queries, np.intp)
     np.cumsum(one_count[:-1], out=one_first[1:])
-    # Inclusive running sum of r within each query: block-wide sums minus the query's start.
+    # Inclusive running sum of r within the query at each r = 1 entry: block-wide running
+    # sums minus those before the query's first entry.
     total = np.zeros(g.size + 1)
     np.cumsum(g, out=total[1:])
-    running = total[1:] - np.repeat(total[first[:-1]], count)
+    running = total[ones + 1] - total[first[one_row]]
     inv_rank = 1.0 / (pos[ones] + 1.0)
     nth_one = np.arange(1.0, ones.size + 1.0) - np.repeat(one_first, one_count)
     per_one = _Segments(one_count, one_first)
-    stats["ap_graded"] = per_one(running[ones] * inv_rank)
+    stats["ap_graded"] = per_one(running * inv_rank)
     stats["ap_binary"] = per_one(nth_one * inv_rank)
 
     positive = ones if threshold == 1 else np.flatnonzero(gain >= threshold)
-    pos_row = row[positive]
+    pos_row = one_row if threshold == 1 else np.searchsorted(first, positive, side="right") - 1
     first_pos = np.zeros(n_queries, np.int64)
     if pos_row.size:
         # Entries are in rank order within a query: the first positive of each query.

@@ -169,3 +169,34 @@ def test_numpy_engine_over_several_blocks_against_plain_loops():
         for key, value in want.items():
             assert got[key] == pytest.approx(value, abs=1e-9), (workers, key)
     assert got["tied_v2t"] == shape[0]
+
+
+def test_numpy_engine_continuous_relevance_against_plain_loops():
+    """Graded relevance with (almost) no repeated values: every ideal-ranking run holds one
+    item, next to runs of equal gains; several blocks in both directions."""
+    rng = np.random.default_rng(12)
+    shape = (300, 2000)  # v2t: 3 blocks of rows; t2v: 8 blocks
+    rel = np.where(rng.random(shape) < 0.2, rng.random(shape), 0).astype(np.float32)
+    rel[rng.random(shape) < 0.02] = 1
+    rel[rng.random(shape) < 0.02] = 0.5
+    sim = tie_free_similarity(shape)
+    want = reference_metrics(sim.astype(np.float64), rel.astype(np.float64))
+    got = evaluate(sim, rel, backend="numpy")
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, abs=1e-9), key
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [("sim_nan", "non-finite values \\(first at row 1000, column 7\\)"), ("rel_high", "in \\[0")],
+)
+def test_bad_values_found_in_large_inputs(bad, match):
+    """Inputs large enough that their value ranges are read in parallel threads."""
+    shape = (2048, 2048)
+    sim, rel = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+    if bad == "sim_nan":
+        sim[1000, 7] = np.nan
+    else:
+        rel[5, 5] = 1.5
+    with pytest.raises(InputError, match=match):
+        evaluate(sim, rel)
