@@ -107,6 +107,9 @@ def sparse_stats(
     table = discounts(n_items)
     per_query = _Segments(count, first[:-1])
 
+    def query_of(entries: np.ndarray) -> np.ndarray:
+        return np.searchsorted(first, entries, side="right") - 1
+
     g = gain.astype(np.float64)
     disc = table[pos]
     beyond = pos >= np.repeat(count, count)  # only the first K positions count
@@ -130,38 +133,32 @@ def sparse_stats(
     head[:1] = True
     np.not_equal(keys[1:], keys[:-1], out=head[1:])
     run = np.flatnonzero(head)  # first entry of each run; a run ends where the next starts
-    run_query = np.searchsorted(first, run, side="right") - 1
+    run_query = query_of(run)
     low = np.invert(keys[run].astype(np.uint32))  # the bits of each run's gain
     run_gain = low.view(np.float32).astype(np.float64)
     cum = cumulative_discounts(n_items)
     start = first[run_query]
     span = cum[np.append(run[1:], keys.size) - start] - cum[run - start]
-    run_count = np.bincount(run_query, minlength=n_queries)
-    run_first = np.zeros(n_queries, np.intp)
-    np.cumsum(run_count[:-1], out=run_first[1:])
-    per_run = _Segments(run_count, run_first)
+    per_run = _Segments.grouped(run_query, n_queries)
     stats["idcg"] = per_run(run_gain * span)
     stats["idcg_exp"] = per_run((np.exp2(run_gain) - 1.0) * span)
 
     # AP over the r = 1 items: graded numerator (sum of r ranked at or above) and binary.
     ones = np.flatnonzero(gain == 1)
-    one_row = np.searchsorted(first, ones, side="right") - 1  # their queries
-    one_count = np.bincount(one_row, minlength=n_queries)
-    one_first = np.zeros(n_queries, np.intp)
-    np.cumsum(one_count[:-1], out=one_first[1:])
+    one_row = query_of(ones)
+    per_one = _Segments.grouped(one_row, n_queries)
     # Inclusive running sum of r within the query at each r = 1 entry: block-wide running
     # sums minus those before the query's first entry.
     total = np.zeros(g.size + 1)
     np.cumsum(g, out=total[1:])
     running = total[ones + 1] - total[first[one_row]]
     inv_rank = 1.0 / (pos[ones] + 1.0)
-    nth_one = np.arange(1.0, ones.size + 1.0) - np.repeat(one_first, one_count)
-    per_one = _Segments(one_count, one_first)
+    nth_one = np.arange(1.0, ones.size + 1.0) - np.repeat(per_one.first, per_one.count)
     stats["ap_graded"] = per_one(running * inv_rank)
     stats["ap_binary"] = per_one(nth_one * inv_rank)
 
     positive = ones if threshold == 1 else np.flatnonzero(gain >= threshold)
-    pos_row = one_row if threshold == 1 else np.searchsorted(first, positive, side="right") - 1
+    pos_row = one_row if threshold == 1 else query_of(positive)
     first_pos = np.zeros(n_queries, np.int64)
     if pos_row.size:
         # Entries are in rank order within a query: the first positive of each query.
@@ -169,7 +166,7 @@ def sparse_stats(
         first_pos[pos_row[head]] = pos[positive[head]] + 1
     stats.update(
         n_rel=count.astype(np.int64),
-        n_one=one_count.astype(np.int64),
+        n_one=per_one.count.astype(np.int64),
         n_pos=np.bincount(pos_row, minlength=n_queries).astype(np.int64),
         first_pos=first_pos,
     )
@@ -181,8 +178,17 @@ class _Segments:
     weighted bincount); queries without entries sum to 0."""
 
     def __init__(self, count: np.ndarray, first: np.ndarray):
+        self.count, self.first = count, first  # entries of each query, its first entry
         self.nonempty = count > 0
         self.starts = first[self.nonempty]
+
+    @classmethod
+    def grouped(cls, query: np.ndarray, n_queries: int) -> _Segments:
+        """Segments of entries whose (non-decreasing) query indices are `query`."""
+        count = np.bincount(query, minlength=n_queries)
+        first = np.zeros(n_queries, np.intp)
+        np.cumsum(count[:-1], out=first[1:])
+        return cls(count, first)
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
         out = np.zeros(self.nonempty.size)
