@@ -1,8 +1,8 @@
 """Bad input, table-driven: every case must end in one `error: ...` line and exit code 2,
 with no traceback, no output file, no temporary file and no workdir change left behind.
 
-Cases cover the three classes of issue 14 across the command lines (run as subprocesses,
-as a user runs them) and the readers (in-process, `InputError` with a one-line message):
+Cases cover the three classes of issue 14 across the command lines, run as subprocesses
+as a user runs them (the readers' in-process cases: `test_bad_reader_inputs.py`):
 
 - arrays (`jaxsvr.files.arrays`): empty files, /dev/null, non-real dtypes, forged headers,
   .npz under a .npy name, values beyond the float32 range, truncated or corrupt files;
@@ -19,93 +19,36 @@ one), so a case cannot pass by failing for another reason.
 from __future__ import annotations
 
 import dataclasses
-import io
-import pickle
 import subprocess
 import sys
-import zipfile
-from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
+from bad_input_files import (
+    CAPS,
+    CLIP_HEADER,
+    CLIPS,
+    DIR,
+    LONG,
+    NOUNS,
+    NOUNS3,
+    REL,
+    SENTS,
+    SIM,
+    TRAIN_FEATS,
+    VERBS,
+    clip,
+    epic_folder,
+    forged,
+    materialise,
+    npy,
+    npz,
+    tree,
+)
+from test_bad_reader_inputs import READER_CASES
 from train_runs import ROOT, cpu_env
 
-from jaxsvr import cli
-from jaxsvr.annotations import caption_table, epic100, msrvtt, youcook2
-from jaxsvr.errors import InputError
-from jaxsvr.inputs import features, text
-from jaxsvr.relevance import __main__ as relevance_cli
-
-DIR = object()  # a `files` value: make a folder there
-
-# --- file builders -------------------------------------------------------------------------
-
-
-def npy(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=True)
-    return buf.getvalue()
-
-
-def forged(shape, descr="<f4", data=b"\0" * 16) -> bytes:
-    """A .npy header claiming `shape` followed by `data`."""
-    buf = io.BytesIO()
-    header = {"descr": descr, "fortran_order": False, "shape": shape}
-    np.lib.format.write_array_header_1_0(buf, header)
-    return buf.getvalue() + data
-
-
-def npz(**members: bytes | np.ndarray) -> bytes:
-    """An .npz archive; a bytes member is stored as is (forged or corrupt members)."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for name, value in members.items():
-            z.writestr(f"{name}.npy", value if isinstance(value, bytes) else npy(value))
-    return buf.getvalue()
-
-
-REL = npy(np.array([[1.0, 0.0], [0.5, 1.0]], np.float32))
-SIM = npy(np.array([[0.9, 0.1], [0.2, 0.8]], np.float32))
-CLIP_HEADER = (
-    "narration_id,participant_id,video_id,narration_timestamp,start_timestamp,stop_timestamp,"
-    "start_frame,stop_frame,narration,verb,verb_class,noun,noun_class,all_nouns,all_noun_classes\n"
-)
-
-
-def clip(i, verb_class="0", noun_class="2", nouns="[2]", narration="take plate", start="00.00"):
-    return (
-        f"P01_11_{i},P01,P01_11,00:00:00.560,00:00:{start},00:00:09.89,1,113,{narration},"
-        f"take,{verb_class},plate,{noun_class},['plate'],{nouns}\n"
-    )
-
-
-CLIPS = CLIP_HEADER + clip(0) + clip(1, verb_class="1", narration="put down plate")
-SENTS = "narration_id,narration\nP01_11_0,take plate\nP01_11_1,put down plate\n"
-CAPS = "video_id,caption\nv0,stir the soup\nv1,cut the onion\n"
-LONG = "x" * 200_000  # beyond the csv module's 131072-character field limit
-VERBS = "id,key,instances,category\n0,take,\"['take']\",retrieve\n1,put,\"['put']\",leave\n"
-NOUNS = "id,key,instances,category\n0,tap,\"['tap']\",appliances\n"
-NOUNS3 = NOUNS + "1,spoon,\"['spoon']\",cutlery\n2,plate,\"['plate']\",crockery\n"
-
-
-def epic_folder(train=CLIPS, test=CLIPS, sents=SENTS, verbs=None, nouns=None) -> dict:
-    """An EPIC-100 annotation folder `epic/` (only the files the trainer reads)."""
-    files = {
-        f"epic/{epic100.TRAIN_CLIPS}": train,
-        f"epic/{epic100.TEST_CLIPS}": test,
-        f"epic/{epic100.TEST_SENTENCES}": sents,
-    }
-    if verbs is not None:
-        files[f"epic/{epic100.VERB_CLASSES}"] = verbs
-    if nouns is not None:
-        files[f"epic/{epic100.NOUN_CLASSES}"] = nouns
-    return files
-
-
-# Built-in runlocal data (annotations ""): 120 train clips, 60 test clips.
-TRAIN_FEATS = npy(np.zeros((120, 8), np.float32))
-
+from jaxsvr.annotations import epic100
 
 # --- cases ---------------------------------------------------------------------------------
 
@@ -474,27 +417,6 @@ CASES = [
 ]
 
 
-def _materialise(root: Path, files: dict) -> None:
-    for rel, content in files.items():
-        path = root / rel
-        if content is DIR:
-            path.mkdir(parents=True, exist_ok=True)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, str):
-            path.write_text(content, encoding="utf-8")
-        else:
-            path.write_bytes(content)
-
-
-def _tree(root: Path) -> dict[str, tuple]:
-    """Every path under root with its size and modification time."""
-    return {
-        str(p.relative_to(root)): (p.is_dir(), p.stat().st_size, p.stat().st_mtime_ns)
-        for p in root.rglob("*")
-    }
-
-
 COMMANDS = {
     "evaluate": ["-m", "jaxsvr.evaluate"],
     "epic100": ["-m", "jaxsvr.relevance", "epic100"],
@@ -513,8 +435,8 @@ def test_enough_cases():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_cli_bad_input(case: Case, tmp_path):
-    _materialise(tmp_path, case.files)
-    before = _tree(tmp_path)
+    materialise(tmp_path, case.files)
+    before = tree(tmp_path)
     args = [a.replace("{d}", str(tmp_path)) for a in case.args]
     r = subprocess.run(
         [sys.executable, *COMMANDS[case.command], *args],
@@ -533,183 +455,4 @@ def test_cli_bad_input(case: Case, tmp_path):
     if not case.command.startswith("main"):  # absl logs to stderr; the CLIs print nothing else
         assert r.stderr.strip() == errors[0], r.stderr
         assert r.stdout == ""
-    assert _tree(tmp_path) == before  # no output, no temporary file, no workdir change
-
-
-# --- reader cases (in-process): each call must raise a one-line InputError ---------------
-
-
-def _load_feats(name, rows=2, **kw):
-    return lambda d: features.load_features(d / name, rows=rows, **kw)
-
-
-def _yc2(d):
-    return youcook2.read(d / "a.json")
-
-
-def _msr(d):
-    return msrvtt.read(d / "a.json")
-
-
-VOCAB = text.Vocabulary.build([["knife", "plate"]])
-MSR_OK = '{"videos": [{"video_id": "v0", "split": "train"}], "sentences": [%s]}'
-YC2 = '{"database": {"v": {"subset": "training", "annotations": [{"id": 0, "segment": %s, "sentence": "a"}]}}}'  # noqa: E501
-
-READER_CASES: list[tuple[str, Callable[[Path], object], dict, tuple[str, ...]]] = [
-    (
-        "features-npz-forged-member",
-        _load_feats("f.npz"),
-        {"f.npz": npz(features=forged((10**9, 9)))},
-        ("f.npz", "truncated or corrupt"),
-    ),
-    (
-        "features-npz-string-member",
-        _load_feats("f.npz"),
-        {"f.npz": npz(features=np.array([["a"], ["b"]]))},
-        ("f.npz", "string dtype"),
-    ),
-    (
-        "features-npz-truncated-member",
-        _load_feats("f.npz"),
-        {"f.npz": npz(features=npy(np.zeros((2, 3), np.float32))[:-5])},
-        ("f.npz", "truncated"),
-    ),
-    (
-        "features-npy-as-npz",
-        _load_feats("f.npz"),
-        {"f.npz": npy(np.zeros((2, 2)))},
-        ("f.npz", "single .npy"),
-    ),
-    (
-        "features-npz-garbage",
-        _load_feats("f.npz"),
-        {"f.npz": b"PK\x03\x04garbage"},
-        ("f.npz", "not a readable .npz"),
-    ),
-    (
-        "features-npy-0-rows-forged",
-        _load_feats("f.npy"),
-        {"f.npy": forged((2, -5))},
-        ("f.npy", "corrupt"),
-    ),
-    (
-        "features-pickle-complex",
-        _load_feats("f.pkl", allow_pickle=True),
-        {"f.pkl": pickle.dumps(np.ones((2, 2), complex))},
-        ("f.pkl", "dtype"),
-    ),
-    (
-        "cli-load-npy-beyond-float32",
-        lambda d: cli.load_npy(d / "a.npy", "similarity", float32=True),
-        {"a.npy": npy(np.array([[3.0e38], [-4e38]], np.float64))},
-        ("a.npy", "row 1", "float32"),
-    ),
-    ("youcook2-non-utf8", _yc2, {"a.json": b'{"database": {"v\xff": {}}}'}, ("a.json:1", "UTF-8")),
-    ("youcook2-infinite-segment", _yc2, {"a.json": YC2 % "[0, 1e400]"}, ("a.json", "segment")),
-    ("youcook2-negative-segment", _yc2, {"a.json": YC2 % "[-5, 1]"}, ("a.json", "segment")),
-    (
-        "youcook2-subset-not-a-string",
-        _yc2,
-        {"a.json": '{"database": {"v": {"subset": ["training"], "annotations": []}}}'},
-        ("a.json: video v", "'subset'"),
-    ),
-    (
-        "msrvtt-split-not-a-string",
-        _msr,
-        {"a.json": '{"videos": [{"video_id": "v0", "split": {}}], "sentences": []}'},
-        ("a.json: videos[0]", "'split'"),
-    ),
-    (
-        "youcook2-deep-nesting",
-        _yc2,
-        {"a.json": "[" * 100_000 + "]" * 100_000},
-        ("a.json", "not valid JSON"),
-    ),
-    ("youcook2-not-an-object", _yc2, {"a.json": "[1, 2]"}, ("a.json", "database")),
-    (
-        "msrvtt-invalid-json",
-        _msr,
-        {"a.json": '{"videos": [\n  {"video_id": }]}'},
-        ("a.json:2", "column"),
-    ),
-    (
-        "msrvtt-duplicate-sen-id",
-        _msr,
-        {
-            "a.json": MSR_OK
-            % (
-                '{"video_id": "v0", "caption": "a", "sen_id": 7}, '
-                '{"video_id": "v0", "caption": "b", "sen_id": 7}'
-            )
-        },
-        ("a.json", "sentences[1]", "sentences[0]"),
-    ),
-    ("msrvtt-huge-int", _msr, {"a.json": "1" * 5000}, ("a.json", "not valid JSON")),
-    (
-        "word-vectors-beyond-float32",
-        lambda d: text.load_word_vectors(d / "v.txt", VOCAB),
-        {"v.txt": "plate 1 2\nknife 1e39 0\n"},
-        ("v.txt:2", "'knife'", "float32"),
-    ),
-    (
-        "word-vectors-corrupt-gzip",
-        lambda d: text.load_word_vectors(d / "v.txt.gz", VOCAB),
-        {"v.txt.gz": b"\x1f\x8b\x08\x00garbage"},
-        ("v.txt.gz",),
-    ),
-    (
-        "captions-header-only",
-        lambda d: caption_table.read_csv(d / "c.csv"),
-        {"c.csv": "caption\n"},
-        ("c.csv", "no data rows"),
-    ),
-    (
-        "classes-negative-id",
-        lambda d: epic100.read_classes(d / "v.csv"),
-        {"v.csv": "id,key,instances\n-1,take,['take']\n"},
-        ("v.csv:2", "'id'"),
-    ),
-    (
-        "sentences-negative-noun-class",
-        lambda d: epic100.read_sentences(d / "s.csv"),
-        {"s.csv": 'narration_id,narration,verb_class,noun_classes\na,b,0,"[1, -2]"\n'},
-        ("s.csv:2", "'noun_classes'", "-2"),
-    ),
-    (
-        "sentences-verb-beyond-table",
-        lambda d: epic100.read_sentences(d / "s.csv", num_verbs=2, num_nouns=3),
-        {"s.csv": "narration_id,narration,verb_class,noun_classes\na,b,2,[1]\n"},
-        ("s.csv:2", "'verb_class'", "2 classes"),
-    ),
-    (
-        "relevance-out-of-unit-interval",
-        lambda d: relevance_cli._check_relevance(np.array([[1.5, 0.2]], np.float32), "pos proxy"),
-        {},
-        ("outside [0, 1]", "not written"),
-    ),
-    (
-        "relevance-nan-matrix",
-        lambda d: relevance_cli._check_relevance(np.array([[np.nan]], np.float32), "relevance"),
-        {},
-        ("outside [0, 1]",),
-    ),
-    (
-        "relevance-empty-matrix",
-        lambda d: relevance_cli._check_relevance(np.zeros((0, 3), np.float32), "relevance"),
-        {},
-        ("(0, 3)",),
-    ),
-]
-
-
-@pytest.mark.parametrize("cid, call, files, says", READER_CASES, ids=[c[0] for c in READER_CASES])
-def test_reader_bad_input(cid, call, files, says, tmp_path):
-    _materialise(tmp_path, files)
-    before = _tree(tmp_path)
-    with pytest.raises(InputError) as info:
-        call(tmp_path)
-    message = str(info.value)
-    assert message and "\n" not in message, message
-    for want in says:
-        assert want in message, message
-    assert _tree(tmp_path) == before
+    assert tree(tmp_path) == before  # no output, no temporary file, no workdir change
