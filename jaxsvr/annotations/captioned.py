@@ -1,9 +1,11 @@
-"""Free-form captioned videos (YouCook2, MSR-VTT), and their clips for the trainer.
+"""Free-form captioned videos (YouCook2, MSR-VTT, ActivityNet Captions), and their clips for
+the trainer.
 
-`CaptionedVideos` holds one row per caption: the clip it describes (a YouCook2 segment, or
-a whole MSR-VTT video with its 20 captions), the source video, the split and, for
-segments, their times and order in the video. The readers (`jaxsvr.annotations.youcook2`,
-`jaxsvr.annotations.msrvtt`) return it.
+`CaptionedVideos` holds one row per caption: the clip it describes (a YouCook2 segment, an
+ActivityNet Captions timestamp, or a whole MSR-VTT video with its 20 captions), the source
+video, the split and, for segments, their times and order in the video. The readers
+(`jaxsvr.annotations.youcook2`, `.msrvtt`, `.activitynet`) return it; `rows_of` builds it
+from segment lists for the segment datasets.
 
 Such datasets have no verb/noun classes. `to_clips` derives them from the captions: spaCy
 verbs and nouns (`jaxsvr.nlp.captions`) mapped to classes by a SYN class map
@@ -17,6 +19,7 @@ each video's clips in temporal order (context windows, ConTra).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,7 +69,41 @@ class CaptionedVideos:
         return names, np.asarray(groups, np.int64)
 
 
+def finite_number(x) -> bool:
+    """A JSON number that is finite (not a bool, NaN or infinity): times in seconds."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def load_json(path: Path):
     """A JSON annotation file; a missing, non-UTF-8 or invalid file is one InputError line
     (`jaxsvr.files.tables.load_json`)."""
     return tables.load_json(path)
+
+
+def rows_of(videos) -> CaptionedVideos:
+    """Rows of (video id, split, [(start, stop, id, sentence)]) videos, each video's
+    segments by start time, equal starts in the given order (`order` = position after that
+    sort; `clip_id` = "{video}_{id}"). The readers of segment datasets share it."""
+    cols: dict[str, list] = {
+        k: [] for k in ("clip", "video", "caption", "split", "start", "stop", "order")
+    }
+    for vid, split, segments in videos:
+        for order, (start, stop, ann_id, sentence) in enumerate(
+            sorted(segments, key=lambda s: s[0])
+        ):
+            cols["clip"].append(f"{vid}_{ann_id}")
+            cols["video"].append(vid)
+            cols["caption"].append(sentence)
+            cols["split"].append(split)
+            cols["start"].append(start)
+            cols["stop"].append(stop)
+            cols["order"].append(order)
+    return CaptionedVideos(
+        clip_id=cols["clip"],
+        video_id=cols["video"],
+        caption=cols["caption"],
+        split=cols["split"],
+        start_s=np.asarray(cols["start"], np.float64),
+        stop_s=np.asarray(cols["stop"], np.float64),
+        order=np.asarray(cols["order"], np.int64),
+    )

@@ -20,12 +20,9 @@ real captions: the EPIC annotations, or the built-in kitchen data the trainer us
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import numpy as np
-
-from jaxsvr.annotations.captioned import CaptionedVideos, load_json
+from jaxsvr.annotations.captioned import CaptionedVideos, finite_number, load_json, rows_of
 from jaxsvr.annotations.epic100 import Clips
 from jaxsvr.errors import InputError
 from jaxsvr.files.locations import locate
@@ -67,7 +64,7 @@ def parse(data, path: str | Path = "<annotations>", val_as_test: bool = True) ->
         videos.append((vid, split, segments))
     if not any(segments for _, _, segments in videos):
         raise InputError(f"{path}: no annotated segments")
-    return _rows(videos)
+    return rows_of(videos)
 
 
 def rows_from_clips(train: Clips, test: Clips) -> CaptionedVideos:
@@ -84,35 +81,7 @@ def rows_from_clips(train: Clips, test: Clips) -> CaptionedVideos:
                     raise InputError(f"clip {clips.narration_id[r]}: empty narration")
                 segments.append((start, float(max(clips.stop_s[r], start)), k, sentence))
             videos.append((f"{subset}-{vid}", split, segments))
-    return _rows(videos)
-
-
-def _rows(videos) -> CaptionedVideos:
-    """Rows of (video id, split, [(start, stop, id, sentence)]) videos, each video's
-    segments by start time (`order` = position after that sort)."""
-    cols: dict[str, list] = {
-        k: [] for k in ("clip", "video", "caption", "split", "start", "stop", "order")
-    }
-    for vid, split, segments in videos:
-        for order, (start, stop, ann_id, sentence) in enumerate(
-            sorted(segments, key=lambda s: s[0])
-        ):
-            cols["clip"].append(f"{vid}_{ann_id}")
-            cols["video"].append(vid)
-            cols["caption"].append(sentence)
-            cols["split"].append(split)
-            cols["start"].append(start)
-            cols["stop"].append(stop)
-            cols["order"].append(order)
-    return CaptionedVideos(
-        clip_id=cols["clip"],
-        video_id=cols["video"],
-        caption=cols["caption"],
-        split=cols["split"],
-        start_s=np.asarray(cols["start"], np.float64),
-        stop_s=np.asarray(cols["stop"], np.float64),
-        order=np.asarray(cols["order"], np.int64),
-    )
+    return rows_of(videos)
 
 
 def _segment(ann, where: str) -> tuple[float, float, int, str]:
@@ -120,9 +89,7 @@ def _segment(ann, where: str) -> tuple[float, float, int, str]:
         raise InputError(f"{where}: expected an object")
     seg, sentence = ann.get("segment"), ann.get("sentence")
     if not (
-        isinstance(seg, list)
-        and len(seg) == 2
-        and all(_is_number(x) and math.isfinite(x) and x >= 0 for x in seg)
+        isinstance(seg, list) and len(seg) == 2 and all(finite_number(x) and x >= 0 for x in seg)
     ):
         raise InputError(
             f"{where}: 'segment' is {seg!r}, expected [start, end] in seconds (finite, >= 0)"
@@ -135,10 +102,6 @@ def _segment(ann, where: str) -> tuple[float, float, int, str]:
     if not isinstance(ann_id, int) or isinstance(ann_id, bool):
         raise InputError(f"{where}: 'id' is {ann_id!r}, expected an integer")
     return float(seg[0]), float(seg[1]), ann_id, sentence.strip()
-
-
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def from_clips(train: Clips, test: Clips) -> dict:
