@@ -61,7 +61,8 @@ def base() -> ml_collections.ConfigDict:
     c.data = d = ml_collections.ConfigDict()
     d.annotations = ""  # EPIC-KITCHENS-100 folder; "" = built-in synthetic kitchen data
     # annotation format: "epic100" (the folder above, or built-in data), or "youcook2" /
-    # "msrvtt": data.annotations is then the dataset's JSON file (jaxsvr.annotations.captioned)
+    # "msrvtt": data.annotations is then the dataset's JSON file (jaxsvr.annotations.captioned),
+    # or "activitynet": the folder of ActivityNet Captions' train.json and val_1.json
     d.format = "epic100"
     # classes of free-form captions (youcook2 / msrvtt; also the syn proxy): "" = each
     # word its own class, "wordnet" = WordNet + Lesk, or a folder with EPIC-style
@@ -206,6 +207,7 @@ def contra(arg: str | None, m: int, layers: int, heads: int) -> ml_collections.C
             "ff_dim": 2048,
             "dropout": 0.3,
             "residual_mlp": False,
+            "video_projection": True,  # False: features already embed_dim wide, no P
         }
     )
     c.loss.name = "contra"

@@ -6,8 +6,9 @@
 1. Annotations (`jaxsvr.annotations`): `config.data.format` names the source in
    `FORMATS`; "epic100" reads the EPIC-KITCHENS-100 CSVs of `config.data.annotations`, or
    generates the built-in kitchen annotations when that is ""; "youcook2" / "msrvtt" read
-   the dataset's JSON file (the built-in data in YouCook2 form when "" for youcook2) and
-   class its clips by their captions (`jaxsvr.relevance.caption_classes`).
+   the dataset's JSON file, "activitynet" the folder of ActivityNet Captions' train.json and
+   val_1.json (the built-in data as segments when "" for youcook2 and activitynet), and
+   class the clips by their captions (`jaxsvr.relevance.caption_classes`).
 2. Relevance (`jaxsvr.relevance`): the [test clips, sentences] matrix under
    `relevance_spec(config.data)` (EPIC class relevance or a caption proxy).
 3. Inputs (`jaxsvr.inputs`): vocabulary, token ids, role graphs, caption and video
@@ -29,7 +30,7 @@ from pathlib import Path
 import ml_collections
 
 from jaxsvr import config_checks, models, objectives
-from jaxsvr.annotations import load, msrvtt, youcook2
+from jaxsvr.annotations import activitynet, load, msrvtt, youcook2
 from jaxsvr.annotations.load import Annotations
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import splits as splits_lib
@@ -105,14 +106,14 @@ def _captioned(data) -> Annotations:
     if data.annotations:
         logging.info("data: %s annotations from %s (classes from the captions)", data.format, path)
         rows = CAPTIONED[data.format](path)
-    elif data.format == "youcook2":
+    elif data.format in BUILTIN_SEGMENTS:
         ann = _epic100(data)
-        logging.info("data: the built-in kitchen annotations in YouCook2 form")
+        logging.info("data: the built-in kitchen annotations as %s segments", data.format)
         rows = youcook2.rows_from_clips(ann.train, ann.test)
     else:
         raise InputError(
             f"config.data.annotations is empty: point it at the {data.format} JSON file "
-            "(built-in data exists for format 'youcook2' and 'epic100' only)"
+            f"(built-in data exists for formats {', '.join(('epic100', *BUILTIN_SEGMENTS))})"
         )
     train_rows = rows.select("train")
     test_rows = rows.select("test") if "test" in rows.split else rows.select("val")
@@ -123,5 +124,7 @@ def _captioned(data) -> Annotations:
     return caption_classes.annotations(train_rows, test_rows, classes, data.spacy_pipeline)
 
 
-CAPTIONED = {"youcook2": youcook2.read, "msrvtt": msrvtt.read}
-FORMATS = {"epic100": _epic100, "youcook2": _captioned, "msrvtt": _captioned}
+CAPTIONED = {"youcook2": youcook2.read, "msrvtt": msrvtt.read, "activitynet": activitynet.read}
+# segment datasets whose built-in form is the kitchen data's clips in time order
+BUILTIN_SEGMENTS = ("youcook2", "activitynet")
+FORMATS = {"epic100": _epic100, **{name: _captioned for name in CAPTIONED}}

@@ -27,16 +27,13 @@ import logging
 import ml_collections
 import numpy as np
 
-from jaxsvr.annotations import epic100, msrvtt, youcook2
+from jaxsvr.annotations import epic100
 from jaxsvr.annotations.epic100 import Clips
 from jaxsvr.annotations.load import Annotations
 from jaxsvr.errors import InputError
 from jaxsvr.files.locations import locate
 from jaxsvr.inputs import features, roles, synthetic, synthetic_text, text
 from jaxsvr.nlp import words
-
-CAPTIONED = {"youcook2": youcook2.read, "msrvtt": msrvtt.read}
-FORMATS = ("epic100", *CAPTIONED)
 
 TOKEN_FIELDS = ("caption", "verb", "noun")  # always built
 ROLE_FIELDS = ("token_node", "node_role", "noun_verb")

@@ -9,7 +9,10 @@ position's output is the clip's embedding. Sentences can take the same context (
 
 Video (`embed_video`; window [n, 2 m_video + 1, D] of clip features, centre at index
 m_video, or [n, 2 m_video + 1, T, D] per-segment features averaged over T first):
-  x_i = P dropout(f_i)                          Dense(embed_dim), per window position i
+  x_i = P dropout(f_i)                          Dense(embed_dim), per window position i;
+                                                P = identity when not `video_projection`
+                                                (features already embed_dim wide: the
+                                                paper's ActivityNet setting)
   z = TransformerEncoder(dropout(x + E))        E: learnt positions [2m+1, embed_dim],
                                                 init N(0, 0.001)
   v = l2_normalise(g(z_m))                      the centre position's output
@@ -145,6 +148,7 @@ class Model(DotProductModel):
     ff_dim: int = 2048
     dropout: float = 0.3
     residual_mlp: bool = False
+    video_projection: bool = True
 
     levels = ("action",)
     text_fields = ("caption",)
@@ -160,7 +164,14 @@ class Model(DotProductModel):
                 raise InputError(f"config.model.{field} < 0: use a window half-width >= 0")
         context = dict(ff_dim=self.ff_dim, dropout=self.dropout, residual_mlp=self.residual_mlp)
         self.video_drop = nn.Dropout(self.dropout)
-        self.video_proj = nn.Dense(self.embed_dim, name="video_proj")
+        if self.video_projection:
+            self.video_proj = nn.Dense(self.embed_dim, name="video_proj")
+        elif self.video_dim != self.embed_dim:
+            raise InputError(
+                f"config.model.video_projection is False, so the video features must be "
+                f"embed_dim = {self.embed_dim} wide, but they have {self.video_dim} dims: "
+                "set video_projection = True or embed_dim to the feature width"
+            )
         self.video_context = ContextEncoder(
             self.video_layers, self.video_heads, name="video_context", **context
         )
@@ -178,7 +189,9 @@ class Model(DotProductModel):
         _check_window(video, "video", self.m_video, (3, 4))
         if video.ndim == 4:
             video = jnp.mean(video, axis=-2)
-        x = self.video_proj(self.video_drop(video, deterministic=not train))  # [n, W, d]
+        x = self.video_drop(video, deterministic=not train)
+        if self.video_projection:
+            x = self.video_proj(x)  # [n, W, d]
         return {"action": l2_normalize(self.video_context(x, train))}
 
     def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
