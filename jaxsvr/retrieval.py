@@ -192,20 +192,12 @@ class Gallery:
 
     @classmethod
     def _build(cls, run: TrainedRun) -> Gallery:
-        from jaxsvr import pipeline
         from jaxsvr.evaluation.evaluator import RetrievalEvaluator
         from jaxsvr.inputs.model_inputs import test_inputs
 
         config = run.config
-        fields = models.model_class(config.model.name).text_fields
         logging.info("retrieval: embedding the test split (read back from config.json)")
-        splits = pipeline.load_splits(config.data, fields)
-        model = models.build(config, len(splits.vocab), splits.video_dim, **splits.dims)
-        if splits.vocab.words != run.vocab.words:
-            raise InputError(
-                f"{run.workdir}: the vocabulary rebuilt from config.json differs from "
-                "vocab.json: the run's data changed since it trained"
-            )
+        splits, model = rebuild(run)
         video, text, windows = test_inputs(model, splits.test)
         evaluator = RetrievalEvaluator(
             model,
@@ -260,6 +252,26 @@ class Gallery:
             meta["dims"],
             meta.get("pos_words"),
         )
+
+
+def rebuild(run: TrainedRun):
+    """The run's data splits (`pipeline.load_splits`, from its config.json) and its model.
+
+    Raises:
+      InputError: the vocabulary rebuilt from the data differs from the run's vocab.json.
+    """
+    from jaxsvr import pipeline
+
+    config = run.config
+    fields = models.model_class(config.model.name).text_fields
+    splits = pipeline.load_splits(config.data, fields)
+    model = models.build(config, len(splits.vocab), splits.video_dim, **splits.dims)
+    if splits.vocab.words != run.vocab.words:
+        raise InputError(
+            f"{run.workdir}: the vocabulary rebuilt from config.json differs from "
+            "vocab.json: the run's data changed since it trained"
+        )
+    return splits, model
 
 
 def _sentence(splits, i: int) -> str:

@@ -36,7 +36,17 @@ RANKS = {
     ),
     **dict.fromkeys(("pipeline", "config_checks", "configs"), 10),
     **dict.fromkeys(
-        ("train", "evaluate", "eval_demo", "retrieval", "retrieve", "plot", "main", "__init__"),
+        (
+            "train",
+            "evaluate",
+            "eval_demo",
+            "retrieval",
+            "retrieve",
+            "contra_analysis",
+            "plot",
+            "main",
+            "__init__",
+        ),
         11,
     ),
 }

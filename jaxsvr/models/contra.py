@@ -17,7 +17,8 @@ m_video, or [n, 2 m_video + 1, T, D] per-segment features averaged over T first)
                                                 init N(0, 0.001)
   v = l2_normalise(g(z_m))                      the centre position's output
 The transformer (`ContextEncoder`) is PyTorch's `nn.TransformerEncoder` as the public code
-builds it: `layers` post-LayerNorm layers,
+builds it (each layer sows its attention weights, `jaxsvr.contra_analysis`): `layers`
+post-LayerNorm layers,
   x = LN(x + dropout(SelfAttention(x)))        attention weights dropped out too,
   x = LN(x + dropout(W_2 dropout(relu(W_1 x))))  W_1: embed_dim -> ff_dim,
 then a final LayerNorm (eps 1e-5 everywhere). g is the paper's residual MLP,
@@ -78,7 +79,7 @@ class EncoderLayer(nn.Module):
             dropout_rate=self.dropout,
             deterministic=not train,
             name="attention",
-        )(x, x)
+        )(x, x, sow_weights=True)  # [n, heads, W, W] in "intermediates" when it is mutable
         x = nn.LayerNorm(epsilon=LN_EPS, name="norm1")(x + self._drop(attn, train))
         h = nn.relu(nn.Dense(self.ff_dim, name="ff1")(x))
         h = nn.Dense(d, name="ff2")(self._drop(h, train))

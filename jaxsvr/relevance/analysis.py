@@ -83,12 +83,8 @@ def plot_relevant_counts(
     Returns:
       The axis (a new figure's when `ax` is None).
     """
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("plotting needs matplotlib: pip install matplotlib") from None
     if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
+        _, ax = pyplot().subplots(figsize=(5, 3.5))
     for name, counts in curves.items():
         ax.plot(thresholds, counts, label=name)
     if log:
@@ -97,3 +93,14 @@ def plot_relevant_counts(
     ax.set_ylabel("relevant captions per video")
     ax.legend()
     return ax
+
+
+def pyplot():
+    """matplotlib.pyplot (the caller's backend), or InputError saying how to install it."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError(
+            "plotting needs matplotlib: pip install matplotlib (or the notebooks extra)"
+        ) from None
+    return plt

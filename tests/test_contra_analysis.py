@@ -1,0 +1,103 @@
+"""ConTra's analyses on finished runlocal runs: window attention per layer (shapes, rows
+that sum to 1, layer 0 recomputed by hand from the parameters) and rank changes by clip
+length (hand-worked ranks and bins; two trained runs with and without context)."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+import pytest
+from train_runs import config
+
+from jaxsvr import contra_analysis, train
+from jaxsvr.contra_analysis import RankChanges, WindowAttention
+from jaxsvr.errors import InputError
+from jaxsvr.inputs import model_inputs
+from jaxsvr.retrieval import Gallery, TrainedRun, rebuild
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """{m: TrainedRun} of ConTra runs with clip context m = 2 (2 layers) and m = 0."""
+    out = {}
+    for m in (2, 0):
+        work = tmp_path_factory.mktemp(f"contra_m{m}")
+        train.train_and_evaluate(
+            config("epic_contra", f"m={m},runlocal", train__num_epochs=2), work
+        )
+        out[m] = TrainedRun.load(work, "latest")
+    return out
+
+
+def _layer0_by_hand(run: TrainedRun) -> np.ndarray:
+    """Mean attention of the first layer, from its parameters in NumPy (no dropout)."""
+    splits, model = rebuild(run)
+    video, _, windows = model_inputs.test_inputs(model, splits.test)
+    params = run.params["params"]
+    p = params["video_context"]
+    x = np.asarray(video)[windows] @ params["video_proj"]["kernel"]
+    x = x + params["video_proj"]["bias"] + p["position"]  # [n, W, d]
+    att = p["layer0"]["attention"]
+    q = np.einsum("nwd,dhk->nwhk", x, att["query"]["kernel"]) + att["query"]["bias"]
+    k = np.einsum("nwd,dhk->nwhk", x, att["key"]["kernel"]) + att["key"]["bias"]
+    logits = np.einsum("nqhk,nshk->nhqs", q, k) / np.sqrt(q.shape[-1])
+    weights = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return weights.mean(axis=(0, 1))
+
+
+def test_window_attention(runs):
+    got = contra_analysis.window_attention(runs[2], chunk=7)  # several chunks
+    assert isinstance(got, WindowAttention) and got.m == 2
+    assert got.matrix.shape == (2, 5, 5) and got.centre.shape == (2, 5)
+    np.testing.assert_allclose(got.matrix.sum(axis=-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(got.matrix[0], _layer0_by_hand(runs[2]), atol=2e-5)
+    np.testing.assert_array_equal(got.centre, got.matrix[:, 2])
+    ax = contra_analysis.plot_window_attention(got)
+    assert len(ax.get_lines()) == 2
+    with pytest.raises(InputError, match="no clip context"):
+        contra_analysis.window_attention(runs[0])
+
+
+def test_ranks_and_rank_changes_by_hand():
+    # 3 clips x 4 sentences; sentence j describes clip paired[j]
+    sim_m0 = np.array([[0.9, 0.1, 0.5, 0.2], [0.8, 0.7, 0.5, 0.3], [0.1, 0.6, 0.1, 0.9]])
+    sim_m = np.array([[0.9, 0.1, 0.2, 0.2], [0.1, 0.7, 0.5, 0.3], [0.1, 0.8, 0.1, 0.1]])
+    paired = np.array([0, 1, 1, 2])
+    # t2v ranks (column j, rank of clip paired[j]; ties count as above):
+    # m0: s0 -> 1, s1 -> 1 (0.7 vs 0.6), s2 -> 2 (0.5 ties 0.5), s3 -> 1
+    # m:  s0 -> 1, s1 -> 2 (0.8 above), s2 -> 1, s3 -> 3 (0.2, 0.3 above, itself 0.1)
+    np.testing.assert_array_equal(contra_analysis.ranks(sim_m0, paired), [1, 1, 2, 1])
+    np.testing.assert_array_equal(contra_analysis.ranks(sim_m, paired), [1, 2, 1, 3])
+    seconds = np.array([2.0, 10.0, 4.0])  # clip lengths; sentences' clips: 2, 10, 10, 4
+    got = contra_analysis.rank_changes(sim_m0, sim_m, paired, seconds, bins=[0, 3, 5, 20])
+    assert isinstance(got, RankChanges) and got.direction == "t2v"
+    np.testing.assert_array_equal(got.count, [1, 1, 2])
+    # changes 0, -1, +1, -2; bins [0, 3): s0; [3, 5): s3; [5, 20]: s1, s2 -> (-1 + 1) / 2
+    np.testing.assert_allclose(got.mean_change, [0.0, -2.0, 0.0])
+    # v2t: each clip's sentence (clip 0 -> s0, clip 1 -> s1, clip 2 -> s3)
+    v2t = contra_analysis.rank_changes(
+        sim_m0, sim_m, np.array([0, 1, 3]), seconds, direction="v2t", bins=[0, 3, 5, 20, 30]
+    )
+    # m0 rows: clip0 s0 0.9 -> 1; clip1 s1 0.7 vs 0.8 -> 2; clip2 s3 0.9 -> 1
+    # m rows: clip0 -> 1; clip1 s1 0.7 -> 1; clip2 s3 0.1 vs 0.8 and ties 0.1 (x3) -> 4
+    np.testing.assert_array_equal(v2t.count, [1, 1, 1, 0])
+    np.testing.assert_allclose(v2t.mean_change[:3], [0.0, -3.0, 1.0])
+    assert np.isnan(v2t.mean_change[3])
+    assert len(contra_analysis.plot_rank_changes(v2t).patches) == 4
+    with pytest.raises(InputError, match="increasing"):
+        contra_analysis.rank_changes(sim_m0, sim_m, paired, seconds, bins=[3, 1])
+    with pytest.raises(InputError, match="same test split"):
+        contra_analysis.rank_changes(sim_m0, sim_m[:2], paired, seconds)
+
+
+def test_rank_changes_between_runs(runs):
+    got = contra_analysis.rank_changes_between(runs[0], runs[2], bins=[0, 1, 2, 3])
+    sentences = len(Gallery.of(runs[0]).sentences["narration_id"])
+    np.testing.assert_array_equal(got.count, [0, sentences, 0])  # built-in clips: 1.5 s
+    assert np.isfinite(got.mean_change[1])
+    v2t = contra_analysis.rank_changes_between(runs[0], runs[2], direction="v2t", bins=2)
+    own = set(Gallery.of(runs[0]).sentences["narration_id"])  # clips with a sentence
+    assert v2t.count.sum() == len(own) and np.all(np.isfinite(v2t.mean_change[v2t.count > 0]))
