@@ -63,6 +63,19 @@ class CaptionedVideos:
             **lists, start_s=self.start_s[idx], stop_s=self.stop_s[idx], order=self.order[idx]
         )
 
+    @classmethod
+    def concat(cls, parts: Sequence[CaptionedVideos]) -> CaptionedVideos:
+        """The rows of `parts`, one after the other."""
+        lists = {
+            f: [x for part in parts for x in getattr(part, f)]
+            for f in ("clip_id", "video_id", "caption", "split")
+        }
+        arrays = {
+            f: np.concatenate([getattr(part, f) for part in parts])
+            for f in ("start_s", "stop_s", "order")
+        }
+        return cls(**lists, **arrays)
+
     def clip_groups(self) -> tuple[list[str], np.ndarray]:
         """Distinct clip ids (first-occurrence order) and each row's clip index."""
         names, groups = first_occurrence_groups(self.clip_id)

@@ -1,4 +1,5 @@
-"""Reader for MSR-VTT annotations (`train_val_videodatainfo.json`, `test_videodatainfo.json`).
+"""Reader for MSR-VTT annotations (`train_val_videodatainfo.json`, `test_videodatainfo.json`:
+one of them, or a folder holding both).
 
 Format (Xu et al., CVPR 2016; the public release):
   {"videos": [{"video_id": "video0", "split": "train" | "validate" | "test",
@@ -24,10 +25,33 @@ from jaxsvr.files.locations import locate
 SPLITS = {"train": "train", "validate": "val", "val": "val", "test": "test"}
 
 
+FILES = ("train_val_videodatainfo.json", "test_videodatainfo.json")  # the public release
+
+
 def read(path: str | Path) -> CaptionedVideos:
-    """Every sentence of the file with its video's split and times."""
+    """Every sentence of the file with its video's split and times; for a folder, of its
+    two files of the public release (`FILES`: train/validate videos, then test videos)."""
     path = locate(path)
-    data = load_json(path)
+    if not path.is_dir():
+        return parse(load_json(path), path)
+    missing = [name for name in FILES if not (path / name).is_file()]
+    if missing:
+        raise InputError(
+            f"MSR-VTT folder {path} has no {missing[0]}: it must hold {' and '.join(FILES)} "
+            "(or point config.data.annotations at one videodatainfo JSON file)"
+        )
+    parts = [parse(load_json(path / name), path / name) for name in FILES]
+    both = set(parts[0].video_id) & set(parts[1].video_id)
+    if both:
+        raise InputError(
+            f"{path}: video {sorted(both)[0]} is in both {FILES[0]} and {FILES[1]} "
+            f"({len(both)} such videos): a video belongs to one split"
+        )
+    return CaptionedVideos.concat(parts)
+
+
+def parse(data, path: str | Path) -> CaptionedVideos:
+    """`read` on one already loaded videodatainfo JSON object (`path` names it in errors)."""
     if not isinstance(data, dict) or not isinstance(data.get("videos"), list):
         raise InputError(f"{path}: no 'videos' list: expected MSR-VTT's videodatainfo JSON")
     if not isinstance(data.get("sentences"), list):

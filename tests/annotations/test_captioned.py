@@ -185,3 +185,28 @@ def test_msrvtt_clips_aggregate_captions(tmp_path):
     assert nouns >= {"word:man", "word:onion", "word:person", "word:vegetable", "word:knife"}
     strict = caption_classes.to_clips(rows, proxies.ClassMap({}, {}), class_ids={}, rho=0.5)
     assert strict.noun_classes.sizes.tolist() == [2]  # man and onion: 2 of 4 captions each
+
+
+def test_msrvtt_folder_of_the_public_release(tmp_path):
+    """train_val_videodatainfo.json and test_videodatainfo.json read together."""
+    test = {
+        "videos": [{"video_id": "video9", "split": "test", "start time": 0, "end time": 3}],
+        "sentences": [
+            {"video_id": "video9", "caption": "a cat sleeps", "sen_id": 0},
+            {"video_id": "video9", "caption": "a cat naps on a sofa", "sen_id": 1},
+        ],
+    }
+    _write(tmp_path, msrvtt.FILES[0], MSRVTT)
+    with pytest.raises(InputError, match="has no test_videodatainfo.json"):
+        msrvtt.read(tmp_path)
+    _write(tmp_path, msrvtt.FILES[1], test)
+    rows = msrvtt.read(tmp_path)
+    one = msrvtt.read(tmp_path / msrvtt.FILES[0])
+    assert rows.caption == one.caption + ["a cat sleeps", "a cat naps on a sofa"]
+    assert rows.split == one.split + ["test", "test"]
+    assert rows.video_id[-2:] == ["video9", "video9"] and rows.order.shape == (len(rows),)
+    test["videos"].append({"video_id": "video1", "split": "test"})
+    test["sentences"].append({"video_id": "video1", "caption": "a dog", "sen_id": 2})
+    _write(tmp_path, msrvtt.FILES[1], test)
+    with pytest.raises(InputError, match="video video1 is in both"):
+        msrvtt.read(tmp_path)
