@@ -23,52 +23,7 @@ the public code allows 30). Synthetic per-segment features default to 8 segments
 import ml_collections
 
 from jaxsvr import configs
-from jaxsvr.errors import InputError
-
-LOSSES = {
-    "hard": ("max_margin", {"hard": True}),
-    "all": ("max_margin", {"hard": False}),
-    "ran": ("ran", {}),
-    "ranp": ("ranp", {}),
-    "relmargin": ("relevance_margin", {"hard": True}),
-}
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-    v = configs.variants(arg, {**{k: None for k in LOSSES}, "tau": float, "runlocal": None})
-    chosen = configs.one_of(v, LOSSES, default="hard")
-    config = configs.base()
-    m = config.model
-    m.name = "hgr"
-    m.embed_dim = 1024
-    m.word_dim = 300
-    m.hidden = 1024
-    m.max_segments = 20
-    m.dropout = 0.2
-    m.gcn_dropout = 0.5
-    m.attn_sigma = 4.0
-    m.self_loops = False  # the reference graph has none (the GCN residual keeps the node)
-    config.data.segments = 8
-    config.data.max_caption_len = 16
-
-    name, kwargs = LOSSES[chosen]
-    config.loss.name = name
-    config.loss[name].update(kwargs)
-    if "tau" in v:
-        if name not in ("ran", "ranp"):
-            raise InputError(f"the tau variant needs ran or ranp, not {chosen!r}")
-        config.loss[name].tau = float(v["tau"])
-    config.loss.level_weights.update({"action": 1.0, "sentence": 0.0, "verb": 0.0, "noun": 0.0})
-
-    config.optimizer.name = "adam"
-    config.optimizer.lr = 1e-4
-    config.train.batch_size = 64
-    config.train.num_epochs = 50
-    config.eval.every_epochs = 10
-    config.eval.chunk = 256
-    if "runlocal" in v:
-        configs.runlocal(config)
-        m.embed_dim, m.word_dim, m.hidden = 32, 16, 32
-        config.data.segments = 4
-        config.optimizer.lr = 1e-3
-    return config
+    return configs.hgr(arg)

@@ -227,6 +227,58 @@ def contra(arg: str | None, m: int, layers: int, heads: int) -> ml_collections.C
     return c
 
 
+HGR_LOSSES = {
+    "hard": ("max_margin", {"hard": True}),
+    "all": ("max_margin", {"hard": False}),
+    "ran": ("ran", {}),
+    "ranp": ("ranp", {}),
+    "relmargin": ("relevance_margin", {"hard": True}),
+}
+
+
+def hgr(arg: str | None) -> ml_collections.ConfigDict:
+    """An HGR config (`configs/*_hgr.py`) with the public RANP code's settings: one batch
+    loss per variant (`HGR_LOSSES`: hard, all, ran, ranp, relmargin), `tau=X` for RAN /
+    RANP, `runlocal`."""
+    v = variants(arg, {**{k: None for k in HGR_LOSSES}, "tau": float, "runlocal": None})
+    chosen = one_of(v, HGR_LOSSES, default="hard")
+    config = base()
+    m = config.model
+    m.name = "hgr"
+    m.embed_dim = 1024
+    m.word_dim = 300
+    m.hidden = 1024
+    m.max_segments = 20
+    m.dropout = 0.2
+    m.gcn_dropout = 0.5
+    m.attn_sigma = 4.0
+    m.self_loops = False  # the reference graph has none (the GCN residual keeps the node)
+    config.data.segments = 8
+    config.data.max_caption_len = 16
+
+    name, kwargs = HGR_LOSSES[chosen]
+    config.loss.name = name
+    config.loss[name].update(kwargs)
+    if "tau" in v:
+        if name not in ("ran", "ranp"):
+            raise InputError(f"the tau variant needs ran or ranp, not {chosen!r}")
+        config.loss[name].tau = float(v["tau"])
+    config.loss.level_weights.update({"action": 1.0, "sentence": 0.0, "verb": 0.0, "noun": 0.0})
+
+    config.optimizer.name = "adam"
+    config.optimizer.lr = 1e-4
+    config.train.batch_size = 64
+    config.train.num_epochs = 50
+    config.eval.every_epochs = 10
+    config.eval.chunk = 256
+    if "runlocal" in v:
+        runlocal(config)
+        m.embed_dim, m.word_dim, m.hidden = 32, 16, 32
+        config.data.segments = 4
+        config.optimizer.lr = 1e-3
+    return config
+
+
 def runlocal(c: ml_collections.ConfigDict) -> None:
     """Shrinks a config to seconds on a laptop CPU (tests use it)."""
     c.data.num_videos = 6

@@ -5,9 +5,11 @@
 
 1. Annotations (`jaxsvr.annotations`): `config.data.format` names the source in
    `FORMATS`; "epic100" reads the EPIC-KITCHENS-100 CSVs of `config.data.annotations`, or
-   generates the built-in kitchen annotations when that is ""; "youcook2" / "msrvtt" read
-   the dataset's JSON file, "activitynet" the folder of ActivityNet Captions' train.json and
-   val_1.json (the built-in data as segments when "" for youcook2 and activitynet), and
+   generates the built-in kitchen annotations when that is ""; "youcook2" reads its JSON
+   file, "msrvtt" a videodatainfo JSON or the folder of both files of the public release,
+   "activitynet" the folder of ActivityNet Captions' train.json and
+   val_1.json (the built-in data as segments when "" for youcook2 and activitynet, as
+   MSR-VTT-style videos with 20 captions for msrvtt: `kitchen.captioned`), and
    class the clips by their captions (`jaxsvr.relevance.caption_classes`).
 2. Relevance (`jaxsvr.relevance`): the [test clips, sentences] matrix under
    `relevance_spec(config.data)` (EPIC class relevance or a caption proxy).
@@ -30,7 +32,8 @@ from pathlib import Path
 import ml_collections
 
 from jaxsvr import config_checks, models, objectives
-from jaxsvr.annotations import activitynet, load, msrvtt, youcook2
+from jaxsvr.annotations import activitynet, kitchen, load, msrvtt, youcook2
+from jaxsvr.annotations.captioned import CaptionedVideos
 from jaxsvr.annotations.load import Annotations
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import splits as splits_lib
@@ -110,10 +113,20 @@ def _captioned(data) -> Annotations:
         ann = _epic100(data)
         logging.info("data: the built-in kitchen annotations as %s segments", data.format)
         rows = youcook2.rows_from_clips(ann.train, ann.test)
-    else:
-        raise InputError(
-            f"config.data.annotations is empty: point it at the {data.format} JSON file "
-            f"(built-in data exists for formats {', '.join(('epic100', *BUILTIN_SEGMENTS))})"
+    else:  # msrvtt: as many videos as the built-in kitchen data has clips, 20 captions each
+        sizes = {
+            s: n * data.clips_per_video
+            for s, n in (("train", data.num_videos), ("test", data.test_videos))
+        }
+        logging.info(
+            "data: built-in MSR-VTT-style videos (train %d, test %d; %d captions each; seed %d)",
+            sizes["train"],
+            sizes["test"],
+            kitchen.CAPTIONS_PER_VIDEO,
+            data.seed,
+        )
+        rows = CaptionedVideos.concat(
+            [kitchen.captioned(n, data.seed, s) for s, n in sizes.items()]
         )
     train_rows = rows.select("train")
     test_rows = rows.select("test") if "test" in rows.split else rows.select("val")

@@ -7,6 +7,10 @@ narration is written with randomly chosen synonyms ("grab the knife and board"),
 sentences are the distinct narrations, as in EPIC's test sentence file. Class frequencies
 are long-tailed (Zipf), like EPIC's. Deterministic by seed.
 
+`captioned(num_videos, seed, split)` writes MSR-VTT-style videos instead: one action each,
+described by 20 captions that differ as annotators do (the built-in data of
+`config.data.format = "msrvtt"`).
+
 The trainer's synthetic video features are built on top of these class labels.
 """
 
@@ -16,6 +20,7 @@ import zlib
 
 import numpy as np
 
+from jaxsvr.annotations.captioned import CaptionedVideos
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.annotations.epic100 import ClassVocab, Clips, Sentences
 
@@ -130,6 +135,47 @@ def generate(
         clips.noun_classes.take(keep),
     )
     return clips, sentences
+
+
+CAPTIONS_PER_VIDEO = 20  # MSR-VTT's
+
+
+def captioned(
+    num_videos: int, seed: int = 0, split: str = "test", captions: int = CAPTIONS_PER_VIDEO
+) -> CaptionedVideos:
+    """Synthetic MSR-VTT-style videos: each shows one action (a verb and one to three
+    nouns, drawn as in `generate`) and has `captions` captions by different "annotators":
+    each writes its own synonyms, mentions each noun with probability 0.8 (at least one)
+    and names another verb with probability 0.15, so a video's classes are those most of
+    its captions agree on (the rho aggregation). Video ids are prefixed by the split
+    ("MTR00", "MTE00", ...); one row per caption, `clip_id` = `video_id`.
+    """
+    prior = np.random.default_rng(seed)
+    verbs, nouns = list(VERBS.items()), list(NOUNS.items())
+    p_verb = _zipf(len(verbs), prior)
+    p_noun = _zipf(len(nouns), prior)
+    rng = np.random.default_rng([seed, zlib.crc32(f"captioned-{split}".encode())])
+    video_ids, texts = [], []
+    for v in range(num_videos):
+        verb = int(rng.choice(len(verbs), p=p_verb))
+        k = int(rng.choice(3, p=[0.6, 0.3, 0.1])) + 1
+        objs = [int(i) for i in rng.choice(len(nouns), size=k, replace=False, p=p_noun)]
+        for _ in range(captions):
+            said = int(rng.choice(len(verbs), p=p_verb)) if rng.random() < 0.15 else verb
+            named = [n for n in objs if rng.random() < 0.8] or [objs[0]]
+            words = [_word(verbs[said], rng), *(_word(nouns[n], rng) for n in named)]
+            video_ids.append(f"M{split[:2].upper()}{v:02d}")
+            texts.append(" ".join([words[0].replace("-", " "), *_join(words[1:])]))
+    n = len(texts)
+    return CaptionedVideos(
+        clip_id=list(video_ids),
+        video_id=video_ids,
+        caption=texts,
+        split=[split] * n,
+        start_s=np.zeros(n),
+        stop_s=np.full(n, 10.0),
+        order=np.zeros(n, np.int64),
+    )
 
 
 def _zipf(n: int, rng: np.random.Generator) -> np.ndarray:

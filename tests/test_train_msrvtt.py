@@ -1,0 +1,66 @@
+"""HGR on MSR-VTT-form data: the config's variants, the built-in videos with 20 captions
+that disagree, their reading through the public release's folder, and a RANP run."""
+
+import json
+
+import numpy as np
+import pytest
+from train_runs import config
+
+from jaxsvr import pipeline, train
+from jaxsvr.annotations import kitchen, msrvtt
+from jaxsvr.annotations.captioned import CaptionedVideos
+from jaxsvr.errors import InputError
+
+
+@pytest.mark.parametrize(
+    "arg, loss, tau",
+    [(None, "max_margin", None), ("ran", "ran", 0.75), ("ranp,tau=0.15", "ranp", 0.15)],
+)
+def test_variants(arg, loss, tau):
+    c = config("msrvtt_hgr", arg)
+    assert c.data.format == "msrvtt" and c.model.name == "hgr" and c.loss.name == loss
+    assert c.train.batch_size == 64 and c.train.num_epochs == 50
+    assert c.checkpoint.best_metric == "ndcg_avg"
+    if tau is not None:
+        assert c.loss[loss].tau == tau
+    with pytest.raises(InputError, match="tau variant needs ran or ranp"):
+        config("msrvtt_hgr", "hard,tau=0.4")
+
+
+def test_built_in_videos_have_twenty_disagreeing_captions():
+    rows = kitchen.captioned(30, seed=0, split="train")
+    names, groups = rows.clip_groups()
+    assert len(names) == 30 and np.all(np.bincount(groups) == kitchen.CAPTIONS_PER_VIDEO)
+    per_video = [set(rows.caption[i] for i in np.flatnonzero(groups == g)) for g in range(30)]
+    assert np.mean([len(s) for s in per_video]) > 5  # annotators word it differently
+    again = kitchen.captioned(30, seed=0, split="train")
+    assert again.caption == rows.caption and set(rows.split) == {"train"}
+
+
+def test_built_in_videos_through_the_public_folder_format(tmp_path):
+    """The built-in videos written as the two videodatainfo files read back as loaded."""
+    rows = CaptionedVideos.concat(
+        [kitchen.captioned(12, 0, "train"), kitchen.captioned(6, 0, "test")]
+    )
+    for name, split in zip(msrvtt.FILES, ("train", "test")):
+        keep = [i for i, s in enumerate(rows.split) if s == split]
+        videos = sorted({rows.video_id[i] for i in keep})
+        obj = {
+            "videos": [{"video_id": v, "split": split} for v in videos],
+            "sentences": [
+                {"video_id": rows.video_id[i], "caption": rows.caption[i], "sen_id": i}
+                for i in keep
+            ],
+        }
+        (tmp_path / name).write_text(json.dumps(obj))
+    c = config("msrvtt_hgr", "ran,runlocal", data__annotations=str(tmp_path))
+    data = pipeline.load_splits(c.data, ("caption",))
+    assert len(data.train.clips) == 12 and len(data.test.clips) == 6
+    assert len(data.test.text["caption"]) == 6 * 20
+
+
+def test_ranp_trains_on_built_in_msrvtt_videos(tmp_path):
+    c = config("msrvtt_hgr", "ranp,runlocal", train__num_epochs=2)
+    m = train.train_and_evaluate(c, tmp_path)
+    assert np.isfinite(m["ndcg_avg"]) and 0 < m["ndcg_avg"] <= 1
