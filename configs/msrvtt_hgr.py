@@ -10,8 +10,10 @@ MSRVTT_DIR holds the public release's `train_val_videodatainfo.json` and
 MSR-VTT-style videos: one action each, 20 captions that disagree as annotators do
 (`jaxsvr.annotations.kitchen.captioned`), synthetic features from their classes; nothing is
 downloaded. Captions are parsed by spaCy (role graphs for HGR, verbs and nouns for the
-classes); a video's noun classes are those in at least rho = 0.25 of its captions
-(`data.relevance.rho`), its verb the most frequent one.
+classes); a video's verb and noun classes are those named in at least rho = 0.25 of its
+captions (`data.relevance.rho`), its main verb (the samplers' and the batch losses' verb
+level) the most frequent one. So a video's own caption can be less than fully relevant to
+it (class relevance, ½ IoU of verbs + ½ IoU of nouns, is not forced to 1 on own pairs).
 
 Variants as `configs/epic_hgr.py` (settings of the public code aranciokov/ranp: Adam 1e-4,
 batch 64, 50 epochs; margins Δn = Δp = 0.2): `hard` (default), `all`, `ran` (tau 0.75),

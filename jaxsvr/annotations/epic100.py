@@ -61,9 +61,12 @@ class Clips:
     stop_s: np.ndarray  # [n] float64 seconds
     verb: list[str]
     nouns: list[tuple[str, ...]]  # all_nouns
-    verb_classes: ClassSets  # singleton verb_class
+    verb_classes: ClassSets  # singleton verb_class (captioned clips: their verb set)
     noun_classes: ClassSets  # all_noun_classes
     noun_class: np.ndarray | None = None  # [n] int32 main noun (noun_class), for actions
+    # [n] int32 main verb where a clip has several verb classes (a multi-caption clip's most
+    # frequent); None: each clip's single verb class
+    verb_class: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.narration_id)

@@ -48,6 +48,9 @@ class TrainSplit:
 
     @property
     def verbs(self) -> np.ndarray:
+        """[N] each clip's main verb class (the samplers' and batch losses' verb level)."""
+        if self.clips.verb_class is not None:
+            return self.clips.verb_class
         return self.clips.verb_classes.indices[self.clips.verb_classes.indptr[:-1]]
 
 

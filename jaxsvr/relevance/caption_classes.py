@@ -28,10 +28,11 @@ def to_clips(
 ) -> Clips:
     """One clip per distinct `clip_id`, with verb/noun classes derived from its captions.
 
-    A clip with several captions (MSR-VTT) takes its most frequent verb class (the first
-    seen on ties; `verb` is that caption's verb word) and the noun classes present in at
-    least `rho` of its captions, the paper's aggregation; its narration is its first
-    caption.
+    A clip with several captions (MSR-VTT) takes its most frequent verb class (captions'
+    first verbs; the first seen on ties; `verb` is that caption's verb word), then the other
+    verb classes named in at least `rho` of its captions, and the noun classes present in
+    at least `rho` of its captions, the paper's aggregation; its narration is its first
+    caption. A clip with one caption keeps its first verb and all its nouns.
 
     Args:
       rows: captioned rows (one split).
@@ -50,11 +51,18 @@ def to_clips(
     _, groups = rows.clip_groups()
     first = np.unique(groups, return_index=True)[1]  # groups are numbered by first row
     by_group = np.split(np.argsort(groups, kind="stable"), np.cumsum(np.bincount(groups))[:-1])
+    # multi-caption clips also keep the other verbs at least rho of their captions name
+    # (ids for all verbs are only made then: one-caption datasets keep their numbering)
+    popular = None
+    if len(by_group) < len(groups):
+        popular = ClassSets.from_lists(all_verb_classes(parsed, class_map, class_ids))
+        popular = popular.aggregate(groups, rho).tolist()
     clip_verbs, verb_words = [], []
-    for members in (m.tolist() for m in by_group):  # one pass, rows in order per clip
+    for g, members in enumerate(m.tolist() for m in by_group):  # rows in order per clip
         ids = [verbs[i] for i in members]
         chosen = max(ids, key=lambda v: (ids.count(v), -ids.index(v)))
-        clip_verbs.append(chosen)
+        others = [v for v in popular[g] if v != chosen] if len(members) > 1 else []
+        clip_verbs.append([chosen, *others])
         word = parsed.verbs[members[ids.index(chosen)]]
         verb_words.append(word[0] if word else NO_VERB)
     noun_sets = ClassSets.from_lists(nouns).aggregate(groups, rho)  # 1 caption: all kept
@@ -67,9 +75,10 @@ def to_clips(
         stop_s=rows.stop_s[first].copy(),
         verb=verb_words,
         nouns=[tuple(parsed.nouns[i]) for i in first],
-        verb_classes=ClassSets.from_labels(clip_verbs),
+        verb_classes=ClassSets.from_lists(clip_verbs),
         noun_classes=noun_sets,
         noun_class=main,
+        verb_class=np.asarray([v[0] for v in clip_verbs], np.int32),
     )
 
 
@@ -86,6 +95,15 @@ def caption_classes(parsed, class_map, class_ids: dict[str, dict[object, int]]):
         for keys in class_map.map(parsed, "nouns")
     ]
     return verbs, nouns
+
+
+def all_verb_classes(parsed, class_map, class_ids: dict[str, dict[object, int]]):
+    """Per caption, the class ids of all its verbs (none for a caption without a verb)."""
+    verb_ids = class_ids.setdefault("verb", {})
+    return [
+        [verb_ids.setdefault(k, len(verb_ids)) for k in keys]
+        for keys in class_map.map(parsed, "verbs")
+    ]
 
 
 def annotations(

@@ -7,6 +7,7 @@ import pytest
 
 from jaxsvr.annotations import msrvtt, youcook2
 from jaxsvr.errors import InputError
+from jaxsvr.nlp import captions
 from jaxsvr.relevance import caption_classes, proxies
 
 YOUCOOK2 = {
@@ -183,8 +184,16 @@ def test_msrvtt_clips_aggregate_captions(tmp_path):
     # in >= 25% of the 4 captions (1 caption suffices): every noun mentioned (spaCy's small
     # pipeline also tags "slices" in "a person slices onions" as a noun)
     assert nouns >= {"word:man", "word:onion", "word:person", "word:vegetable", "word:knife"}
-    strict = caption_classes.to_clips(rows, proxies.ClassMap({}, {}), class_ids={}, rho=0.5)
+    strict_ids = {}
+    strict = caption_classes.to_clips(rows, proxies.ClassMap({}, {}), class_ids=strict_ids, rho=0.5)
     assert strict.noun_classes.sizes.tolist() == [2]  # man and onion: 2 of 4 captions each
+    # verbs aggregate too: the main verb is the most frequent, the set adds verbs named in
+    # >= rho of the captions (at 0.5 only "cut"; at 0.25 any verb another caption names)
+    assert clips.verb_class.tolist() == [ids["verb"]["word:cut"]]
+    assert list(strict.verb_classes[0]) == [strict_ids["verb"]["word:cut"]]
+    verbs = {k for k, i in ids["verb"].items() if i in clips.verb_classes[0]}
+    named = {f"word:{v}" for caption in rows.caption for v in captions.parse([caption]).verbs[0]}
+    assert verbs == named and "word:cut" in verbs
 
 
 def test_msrvtt_folder_of_the_public_release(tmp_path):
