@@ -43,6 +43,7 @@ RANKS = {
             "retrieval",
             "retrieve",
             "contra_analysis",
+            "mining_analysis",
             "plot",
             "main",
             "__init__",

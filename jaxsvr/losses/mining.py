@@ -154,6 +154,24 @@ def sms(
     return _both(one_way, sim, rel) / _pairs(sim, 2)
 
 
+def hardest_negative_relevance(
+    sim: jnp.ndarray, rel: jnp.ndarray, tau: float | None = None
+) -> jnp.ndarray:
+    """[2, B] relevance of each anchor's hardest negative (highest score among the other
+    items; with `tau`, among those with rel < tau, RAN's pool): row 0 video-to-text
+    anchors, row 1 text-to-video; NaN for an anchor without a valid negative. What hard
+    mining picks (the RANP paper's Fig. 2), for analyses; no loss uses it."""
+    check_inputs(sim, rel)
+
+    def one_way(s, r):
+        valid = _off_diagonal(s) if tau is None else _negatives(s, r, tau)
+        pick = jnp.argmax(jnp.where(valid, s, -jnp.inf), axis=1)
+        picked = jnp.take_along_axis(r, pick[:, None], axis=1)[:, 0]
+        return jnp.where(jnp.any(valid, axis=1), picked, jnp.nan)
+
+    return jnp.stack([one_way(sim, rel), one_way(sim.T, rel.T)])
+
+
 def _both(one_way, sim, rel):
     """The video-to-text part (rows) plus the text-to-video part (columns)."""
     rel_t = None if rel is None else rel.T
