@@ -182,6 +182,11 @@ def check_train(config: ml_collections.ConfigDict) -> None:
                 f"config.checkpoint.best_metric = {best!r} is not a test metric where higher "
                 f"is better: use one of {', '.join(names)}, or '' for no best checkpoint"
             )
+        if best.startswith("map") and not config.eval.report_map:
+            raise InputError(
+                f"config.checkpoint.best_metric = {best!r} but config.eval.report_map is "
+                "False: choose the best checkpoint on a reported metric (e.g. ndcg_avg)"
+            )
 
 
 def _check_finite_and_seeds(config: ml_collections.ConfigDict, prefix: str = "") -> None:

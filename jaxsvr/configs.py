@@ -155,6 +155,9 @@ def base() -> ml_collections.ConfigDict:
     # with the sentence: single-instance retrieval, as ConTra evaluates EPIC)
     e.positives = "class"
     e.backend = "auto"  # numpy on CPU, jitted JAX on GPU/TPU
+    # False: leave mAP out of the logs and metrics (MSR-VTT: a video's own caption can be
+    # less than fully relevant, and EK-100 mAP counts only items with R = 1)
+    e.report_map = True
     e.chunk = 1024  # videos / sentences per embedding call
     e.text_chunk = 512  # sentences per similarity block (models without dot-product scores)
     e.export_similarity = False  # write test_similarity.npy + test_relevance.npy at the end

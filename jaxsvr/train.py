@@ -167,6 +167,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
         text_chunk=config.eval.text_chunk,
         threshold=config.eval.threshold,
         backend=config.eval.backend,
+        report_map=config.eval.report_map,
     )
     gather = config.train.gather
     source = input_pipeline.BatchSource(
@@ -339,10 +340,10 @@ def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) ->
     writer.write_scalars(step, scalars)
     writer.flush()
     logging.info(
-        "eval step %d: nDCG %.4f  mAP %.4f  R@1/5/10 t2v %.1f/%.1f/%.1f  RSum %.1f  (%.1fs)",
+        "eval step %d: nDCG %.4f  mAP %s  R@1/5/10 t2v %.1f/%.1f/%.1f  RSum %.1f  (%.1fs)",
         step,
         metrics["ndcg_avg"],
-        metrics["map_avg"],
+        f"{metrics['map_avg']:.4f}" if "map_avg" in metrics else "(not reported)",
         metrics["r1_t2v"],
         metrics["r5_t2v"],
         metrics["r10_t2v"],

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from train_runs import config
+from train_runs import config, jsonl
 
 from jaxsvr import pipeline, train
 from jaxsvr.annotations import kitchen, msrvtt
@@ -60,7 +60,16 @@ def test_built_in_videos_through_the_public_folder_format(tmp_path):
     assert len(data.test.text["caption"]) == 6 * 20
 
 
-def test_ranp_trains_on_built_in_msrvtt_videos(tmp_path):
+def test_ranp_trains_on_built_in_msrvtt_videos_and_reports_ndcg_only(tmp_path):
     c = config("msrvtt_hgr", "ranp,runlocal", train__num_epochs=2)
     m = train.train_and_evaluate(c, tmp_path)
     assert np.isfinite(m["ndcg_avg"]) and 0 < m["ndcg_avg"] <= 1
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    logged = {k for r in jsonl(tmp_path) for k in r}
+    for keys in (m, saved, logged):
+        assert not [k for k in keys if "map_" in k], sorted(keys)
+    assert "test/ndcg_avg" in logged
+    with pytest.raises(InputError, match="report_map is False"):
+        train.train_and_evaluate(
+            config("msrvtt_hgr", "runlocal", checkpoint__best_metric="map_avg"), tmp_path / "b"
+        )

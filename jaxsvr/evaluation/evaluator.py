@@ -35,6 +35,7 @@ from jaxsvr.evaluation.metrics import evaluate
 
 # metrics that depend on which items are positives (not nDCG / mAP)
 RECALL_KEYS = ("r1_", "r5_", "r10_", "medr_", "meanr_", "geomean_", "rsum", "excluded_recall_")
+MAP_KEYS = ("map_", "excluded_map_")  # left out with report_map=False
 
 
 class RetrievalEvaluator:
@@ -48,6 +49,7 @@ class RetrievalEvaluator:
     threshold, backend: as in `evaluate`.
     video_windows: [Nv, W] rows of each test clip's context window, for context models.
     instance: [Nv, Nt] binary positives for the recall metrics (else R >= threshold).
+    report_map: False leaves the mAP keys (`map*`) out of the metrics.
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class RetrievalEvaluator:
         backend: str = "auto",
         video_windows: np.ndarray | None = None,
         instance: np.ndarray | None = None,
+        report_map: bool = True,
     ):
         devices = mesh.shape["data"]
         self.chunk = max(devices, chunk // devices * devices)
@@ -73,6 +76,7 @@ class RetrievalEvaluator:
         self.text = {f: text[f] for f in model.text_fields}
         self.mesh, self.dot = mesh, model.dot_product
         self.threshold, self.backend = threshold, backend
+        self.report_map = report_map
         shard = parallel.batch_sharded(mesh)
         rep = parallel.replicated(mesh)
 
@@ -129,6 +133,8 @@ class RetrievalEvaluator:
             single = evaluate(sim, self.instance, backend=self.backend)
             for key in [k for k in metrics if k.startswith(RECALL_KEYS)]:
                 metrics[f"class_{key}"], metrics[key] = metrics[key], single[key]
+        if not self.report_map:
+            metrics = {k: v for k, v in metrics.items() if not k.startswith(MAP_KEYS)}
         return metrics
 
     def _embed(self, fn, params, arrays: dict[str, np.ndarray], windows=None):
