@@ -72,6 +72,9 @@ def base() -> ml_collections.ConfigDict:
     # caption proxy bow | pos | syn | met (jaxsvr.relevance.proxies), with S = 1 on own pairs
     d.relevance = ml_collections.ConfigDict({"proxy": "class", "rho": 0.25, "weights": (0.5, 0.5)})
     d.train_clips = epic100.TRAIN_CLIPS  # train CSV inside data.annotations
+    # multi-caption train videos (MSR-VTT): "all" = each caption a training pair (the
+    # papers' way), "first" = one pair per video, its first caption
+    d.train_captions = "all"
     d.features = (
         ""  # folder of real features ({train,test}.npy|npz, or EPIC pickles); "" = synthetic
     )

@@ -61,9 +61,10 @@ def build(config: ml_collections.ConfigDict) -> Run:
     model = models.build(config, len(splits.vocab), splits.video_dim, **splits.dims)
     objective = objectives.build(config, splits.train, model, relevance_spec(config.data))
     train = splits.train
-    return Run(
-        splits, model, objective, ModelInputs.for_model(model, train.clips, train.video, train.text)
+    inputs = ModelInputs.for_model(
+        model, train.clips, train.video, train.text, video_rows=train.video_rows
     )
+    return Run(splits, model, objective, inputs)
 
 
 def load_splits(
@@ -134,7 +135,19 @@ def _captioned(data) -> Annotations:
         if not len(part):
             raise InputError(f"{path}: no {name} captions: the file must hold both splits")
     classes = split_relevance.syn_class_map(data.syn_classes)
-    return caption_classes.annotations(train_rows, test_rows, classes, data.spacy_pipeline)
+    if data.train_captions not in ("all", "first"):
+        raise InputError(
+            f"config.data.train_captions = {data.train_captions!r}: use 'all' (every caption "
+            "of a multi-caption video is a training pair) or 'first'"
+        )
+    return caption_classes.annotations(
+        train_rows,
+        test_rows,
+        classes,
+        data.spacy_pipeline,
+        rho=data.relevance.rho,
+        every_train_caption=data.train_captions == "all",
+    )
 
 
 CAPTIONED = {"youcook2": youcook2.read, "msrvtt": msrvtt.read, "activitynet": activitynet.read}

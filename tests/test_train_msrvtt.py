@@ -56,8 +56,24 @@ def test_built_in_videos_through_the_public_folder_format(tmp_path):
         (tmp_path / name).write_text(json.dumps(obj))
     c = config("msrvtt_hgr", "ran,runlocal", data__annotations=str(tmp_path))
     data = pipeline.load_splits(c.data, ("caption",))
-    assert len(data.train.clips) == 12 and len(data.test.clips) == 6
+    assert len(data.train.video) == 12 and len(data.test.clips) == 6
     assert len(data.test.text["caption"]) == 6 * 20
+    # every train caption is a training pair: its own text, its video's features and classes
+    train = data.train
+    assert (
+        len(train.clips) == 12 * 20
+        and train.video_rows.tolist() == np.repeat(np.arange(12), 20).tolist()
+    )
+    assert train.clips.narration == rows.select("train").caption
+    for i in (0, 25, 239):
+        first = 20 * train.video_rows[i]
+        assert list(train.clips.noun_classes[i]) == list(train.clips.noun_classes[first])
+    one = pipeline.load_splits(
+        config(
+            "msrvtt_hgr", "runlocal", data__annotations=str(tmp_path), data__train_captions="first"
+        ).data
+    )
+    assert len(one.train.clips) == len(one.train.video) == 12 and one.train.video_rows is None
 
 
 def test_ranp_trains_on_built_in_msrvtt_videos_and_reports_ndcg_only(tmp_path):
@@ -73,3 +89,13 @@ def test_ranp_trains_on_built_in_msrvtt_videos_and_reports_ndcg_only(tmp_path):
         train.train_and_evaluate(
             config("msrvtt_hgr", "runlocal", checkpoint__best_metric="map_avg"), tmp_path / "b"
         )
+
+
+def test_host_and_device_gathers_agree_through_the_video_map(tmp_path):
+    """Caption rows reach their video's features the same way on the host and the devices."""
+    losses = {}
+    for gather in ("device", "host"):
+        c = config("msrvtt_hgr", "ran,runlocal", train__num_epochs=1, train__gather=gather)
+        train.train_and_evaluate(c, tmp_path / gather)
+        losses[gather] = [r["train/loss"] for r in jsonl(tmp_path / gather) if "train/loss" in r]
+    np.testing.assert_allclose(losses["host"], losses["device"], rtol=1e-5)

@@ -71,6 +71,27 @@ class Clips:
     def __len__(self) -> int:
         return len(self.narration_id)
 
+    def take(self, rows) -> Clips:
+        """The clips at `rows` (indices), in that order."""
+        rows = np.asarray(rows, np.int64)
+        pick = rows.tolist()
+        optional = {
+            f: None if getattr(self, f) is None else getattr(self, f)[rows]
+            for f in ("noun_class", "verb_class")
+        }
+        return Clips(
+            narration_id=[self.narration_id[i] for i in pick],
+            video_id=[self.video_id[i] for i in pick],
+            narration=[self.narration[i] for i in pick],
+            start_s=self.start_s[rows],
+            stop_s=self.stop_s[rows],
+            verb=[self.verb[i] for i in pick],
+            nouns=[self.nouns[i] for i in pick],
+            verb_classes=self.verb_classes.take(rows),
+            noun_classes=self.noun_classes.take(rows),
+            **optional,
+        )
+
     def video_clips(self) -> dict[str, np.ndarray]:
         """Row indices of each video's clips in narration order, videos in CSV order."""
         order: dict[str, list[int]] = {}

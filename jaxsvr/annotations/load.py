@@ -34,6 +34,9 @@ class Annotations:
 
     clip_texts: (captions, [captions] clip index of each) when test clips have several
       captions (MSR-VTT; relevance then aggregates them), else None (each clip's narration).
+    train_video_rows: [train rows] the video (row of the train video features) of each
+      train row when several rows share a video (MSR-VTT trained on each of a video's
+      captions), else None (one row per video clip).
     """
 
     train: Clips
@@ -42,6 +45,7 @@ class Annotations:
     num_verbs: int
     num_nouns: int
     clip_texts: tuple[list[str], np.ndarray] | None = None
+    train_video_rows: np.ndarray | None = None
 
     def sentence_rows(self) -> np.ndarray:
         """[sentences] int64: the test clip each sentence narrates (same narration_id)."""

@@ -39,17 +39,29 @@ class ModelInputs:
 
     tables: {input: [N, ...]}: `video` and the model's text fields.
     windows: {input: [N, 2m + 1] int32} rows of each clip's window, for windowed inputs.
+    maps: {input: [N] int32} the table row of each clip row, for a table with fewer rows
+      than clips (`video` when a video's captions are separate training rows).
     """
 
     tables: dict[str, np.ndarray]
     windows: dict[str, np.ndarray]
+    maps: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def for_model(cls, model, clips, video: np.ndarray, text: dict[str, np.ndarray]):
-        """The inputs `model` reads from a split with these clips and tables."""
+    def for_model(
+        cls,
+        model,
+        clips,
+        video: np.ndarray,
+        text: dict[str, np.ndarray],
+        video_rows: np.ndarray | None = None,
+    ):
+        """The inputs `model` reads from a split with these clips and tables (`video_rows`:
+        the video table's row of each clip, when clips share videos)."""
         tables = {"video": video, **{f: text[f] for f in model.text_fields}}
         context = dict(getattr(model, "windows", {}))  # input -> window half-width
-        return cls(tables, {k: windows.context_windows(clips, m) for k, m in context.items()})
+        maps = {} if video_rows is None else {"video": np.asarray(video_rows, np.int32)}
+        return cls(tables, {k: windows.context_windows(clips, m) for k, m in context.items()}, maps)
 
     def init_batch(self) -> dict[str, np.ndarray]:
         """One zero row (or one window of rows) per input: the shapes `model.init` needs."""
@@ -65,6 +77,7 @@ class ModelInputs:
         return {
             "inputs": {k: jax.device_put(np.asarray(v), sharding) for k, v in self.tables.items()},
             "windows": {k: jax.device_put(w, sharding) for k, w in self.windows.items()},
+            "maps": {k: jax.device_put(m, sharding) for k, m in self.maps.items()},
         }
 
     def gather_host(self, gathers: dict, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -75,6 +88,8 @@ class ModelInputs:
             rows = batch[row_key]
             if key in self.windows:  # [*rows, W] window rows
                 rows = self.windows[key][rows]
+            if key in self.maps:  # clip rows -> table rows
+                rows = self.maps[key][rows]
             table = self.tables[key]
             flat = gather_rows(table, rows.reshape(-1)) if key == "video" else table[rows]
             out[name] = flat.reshape(*rows.shape, *table.shape[1:])
@@ -96,6 +111,9 @@ def gather_device(tables: dict, gathers: dict, batch: dict) -> dict:
             # The sampler's rows are in range: "clip" clamps indices instead of masking every
             # gathered value ("fill", jnp.take's default: one more pass over the rows).
             index = flat if window is None else jnp.take(window, flat, 0, mode="clip").reshape(-1)
+            row_map = tables.get("maps", {}).get(key)
+            if row_map is not None:  # clip rows -> table rows
+                index = jnp.take(row_map, index, 0, mode="clip")
             x = jnp.take(tables["inputs"][key], index, axis=0, mode="clip")
             inputs[name] = x if window is None else x.reshape(flat.size, -1, *x.shape[1:])
         else:

@@ -43,8 +43,11 @@ FEATURE_FIELD = "text_feature"
 @dataclasses.dataclass(frozen=True, eq=False)
 class TrainSplit:
     clips: Clips
-    video: np.ndarray  # [N, D] or [N, T, D] float32 (possibly memory-mapped)
+    video: np.ndarray  # [V, D] or [V, T, D] float32 (possibly memory-mapped)
     text: dict[str, np.ndarray]  # field -> [N, ...]: token ids (0 = padding), roles, features
+    # [N] int32 the video row of each train row when rows share videos (a multi-caption
+    # video's captions), else None: row i is video i (V = N)
+    video_rows: np.ndarray | None = None
 
     @property
     def verbs(self) -> np.ndarray:
@@ -131,7 +134,11 @@ def build(
     }
     logging.info("text: %d words in the vocabulary (from the training captions)", len(vocab))
 
-    train_video, test_video = _features(data, train_clips, test_clips, num_verbs, num_nouns)
+    video_rows = ann.train_video_rows
+    video_clips = train_clips  # the train clips the video features belong to
+    if video_rows is not None:  # one clip per video: its first row
+        video_clips = train_clips.take(np.unique(video_rows, return_index=True)[1])
+    train_video, test_video = _features(data, video_clips, test_clips, num_verbs, num_nouns)
     rel = relevance
     train_text = {f: text.encode(train_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     test_text = {f: text.encode(test_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
@@ -149,15 +156,16 @@ def build(
         train_text[FEATURE_FIELD], test_text[FEATURE_FIELD] = _caption_features(
             data, train_clips, test_clips, test_sents, sent_rows, num_verbs, num_nouns
         )
-    train = TrainSplit(train_clips, train_video, train_text)
+    train = TrainSplit(train_clips, train_video, train_text, video_rows)
     clip_captions = text.encode(
         [words.tokenize(c) for c in test_clips.narration], vocab, lengths["caption"]
     )
     test = TestSplit(test_video, test_text, rel, test_clips, sent_rows, clip_captions)
     logging.info(
-        "data: train %d clips; test %d clips x %d sentences (relevance mean %.4f); "
+        "data: train %d clips%s; test %d clips x %d sentences (relevance mean %.4f); "
         "video features %s",
-        len(train_clips),
+        len(video_clips),
+        "" if video_rows is None else f" ({len(train_clips)} captions, each a training pair)",
         rel.shape[0],
         rel.shape[1],
         rel.mean(dtype=np.float64),

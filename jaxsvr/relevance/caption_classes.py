@@ -9,6 +9,8 @@ of parsed captions (the test sentences).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from jaxsvr.annotations.captioned import NO_VERB, CaptionedVideos
@@ -107,15 +109,29 @@ def all_verb_classes(parsed, class_map, class_ids: dict[str, dict[object, int]])
 
 
 def annotations(
-    train_rows: CaptionedVideos, test_rows: CaptionedVideos, class_map, pipeline: str
+    train_rows: CaptionedVideos,
+    test_rows: CaptionedVideos,
+    class_map,
+    pipeline: str,
+    *,
+    rho: float = 0.25,
+    every_train_caption: bool = False,
 ) -> Annotations:
     """`Annotations` of a captioned dataset: clips classed by their captions' SYN classes
-    (`class_map`), test sentences = the test captions (a multi-caption clip keeps them all
-    in `clip_texts`); class ids are numbered over train and test together."""
+    (`class_map`; multi-caption clips aggregate them with `rho`), test sentences = the test
+    captions (a multi-caption clip keeps them all in `clip_texts`); class ids are numbered
+    over train and test together. With `every_train_caption`, a multi-caption train clip
+    gives one train row per caption (each a training pair, as the papers train on MSR-VTT):
+    the row's text is that caption, its classes and video those of its clip
+    (`Annotations.train_video_rows`)."""
     ids: dict[str, dict] = {}
-    train = to_clips(train_rows, class_map, pipeline=pipeline, class_ids=ids)
+    parsed_train = captions_lib.parse(train_rows.caption, pipeline)
+    train = to_clips(train_rows, class_map, parsed_train, class_ids=ids, rho=rho)
+    video_rows = None
+    if every_train_caption and len(train_rows) > len(train):
+        train, video_rows = caption_rows(train, train_rows, parsed_train)
     parsed_test = captions_lib.parse(test_rows.caption, pipeline)
-    test = to_clips(test_rows, class_map, parsed_test, class_ids=ids)
+    test = to_clips(test_rows, class_map, parsed_test, class_ids=ids, rho=rho)
     verbs, nouns = caption_classes(parsed_test, class_map, ids)
     _, groups = test_rows.clip_groups()
     sents = Sentences(
@@ -126,4 +142,29 @@ def annotations(
     )
     multi = len(groups) > len(test)
     clip_texts = (list(test_rows.caption), groups) if multi else None
-    return Annotations(train, test, sents, len(ids["verb"]), len(ids["noun"]), clip_texts)
+    return Annotations(
+        train, test, sents, len(ids["verb"]), len(ids["noun"]), clip_texts, video_rows
+    )
+
+
+def caption_rows(
+    clips: Clips, rows: CaptionedVideos, parsed: captions_lib.Parsed
+) -> tuple[Clips, np.ndarray]:
+    """One row per caption of `rows`: its clip's classes and times, the caption as its
+    narration (verb and nouns from its parse), narration_id "{video}_{k}" for the k-th
+    caption of the video; and [captions] int32 the clip (row of `clips`) of each."""
+    _, groups = rows.clip_groups()
+    out = clips.take(groups)
+    seen: dict[str, int] = {}
+    ids = []
+    for vid in rows.video_id:
+        seen[vid] = seen.get(vid, -1) + 1
+        ids.append(f"{vid}_{seen[vid]}")
+    out = dataclasses.replace(
+        out,
+        narration_id=ids,
+        narration=list(rows.caption),
+        verb=[v[0] if v else NO_VERB for v in parsed.verbs],
+        nouns=[tuple(n) for n in parsed.nouns],
+    )
+    return out, groups.astype(np.int32)
