@@ -14,7 +14,9 @@ classes); a video's verb and noun classes are those named in at least rho = 0.25
 captions (`data.relevance.rho`), its main verb (the samplers' and the batch losses' verb
 level) the most frequent one. So a video's own caption can be less than fully relevant to
 it (class relevance, ½ IoU of verbs + ½ IoU of nouns, is not forced to 1 on own pairs).
-Every caption of a train video is a training pair (`data.train_captions = "all"`).
+Every caption of a train video is a training pair (`data.train_captions = "all"`), and the
+batch losses score each video's classes against each caption's own
+(`data.train_relevance = "caption"`), so RAN/RANP see that relevance too.
 
 Variants as `configs/epic_hgr.py` (settings of the public code aranciokov/ranp: Adam 1e-4,
 batch 64, 50 epochs; margins Δn = Δp = 0.2): `hard` (default), `all`, `ran` (tau 0.75),
@@ -37,4 +39,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config = configs.hgr(arg)
     config.data.format = "msrvtt"  # the best checkpoint is chosen on nDCG (the default)
     config.eval.report_map = False
+    config.data.train_relevance = "caption"
     return config

@@ -75,6 +75,9 @@ def base() -> ml_collections.ConfigDict:
     # multi-caption train videos (MSR-VTT): "all" = each caption a training pair (the
     # papers' way), "first" = one pair per video, its first caption
     d.train_captions = "all"
+    # relevance in batch losses: "video" (each row's clip classes on both sides) or
+    # "caption" (videos' classes against each caption's own: multi-caption videos)
+    d.train_relevance = "video"
     d.features = (
         ""  # folder of real features ({train,test}.npy|npz, or EPIC pickles); "" = synthetic
     )

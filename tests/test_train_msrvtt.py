@@ -99,3 +99,22 @@ def test_host_and_device_gathers_agree_through_the_video_map(tmp_path):
         train.train_and_evaluate(c, tmp_path / gather)
         losses[gather] = [r["train/loss"] for r in jsonl(tmp_path / gather) if "train/loss" in r]
     np.testing.assert_allclose(losses["host"], losses["device"], rtol=1e-5)
+
+
+def test_batch_relevance_scores_videos_against_their_captions():
+    c = config("msrvtt_hgr", "ran,runlocal")
+    assert c.data.train_relevance == "caption"
+    run = pipeline.build(c)
+    rel = np.concatenate(
+        [run.objective.host_batch(0, s, 16)["rel"][:, 0, :] for s in range(4)]
+    )  # [64, 16] rows of 4 batches
+    diagonal = np.concatenate(
+        [np.diagonal(run.objective.host_batch(0, s, 16)["rel"][:, 0, :]) for s in range(4)]
+    )
+    assert np.all((0 <= rel) & (rel <= 1)) and np.any(diagonal < 1)  # own captions too
+    same = pipeline.build(config("msrvtt_hgr", "ran,runlocal", data__train_relevance="video"))
+    assert np.all(np.diagonal(same.objective.host_batch(0, 0, 16)["rel"][:, 0, :]) == 1)
+    with pytest.raises(InputError, match="needs train rows that are captions"):
+        pipeline.build(config("epic_hgr", "ran,runlocal", data__train_relevance="caption"))
+    with pytest.raises(InputError, match="use 'video' or 'caption'"):
+        pipeline.build(config("msrvtt_hgr", "runlocal", data__train_relevance="both"))

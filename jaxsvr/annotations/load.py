@@ -46,6 +46,9 @@ class Annotations:
     num_nouns: int
     clip_texts: tuple[list[str], np.ndarray] | None = None
     train_video_rows: np.ndarray | None = None
+    # (verbs, nouns) of each train row's own caption where rows are captions of
+    # multi-caption videos (their clips' classes are the videos'), else None
+    train_caption_classes: tuple[ClassSets, ClassSets] | None = None
 
     def sentence_rows(self) -> np.ndarray:
         """[sentences] int64: the test clip each sentence narrates (same narration_id)."""

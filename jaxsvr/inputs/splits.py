@@ -48,6 +48,9 @@ class TrainSplit:
     # [N] int32 the video row of each train row when rows share videos (a multi-caption
     # video's captions), else None: row i is video i (V = N)
     video_rows: np.ndarray | None = None
+    # (verbs, nouns) ClassSets of each row's own caption, where rows are a multi-caption
+    # video's captions (`clips` holds the videos' classes), else None
+    caption_classes: tuple | None = None
 
     @property
     def verbs(self) -> np.ndarray:
@@ -156,7 +159,7 @@ def build(
         train_text[FEATURE_FIELD], test_text[FEATURE_FIELD] = _caption_features(
             data, train_clips, test_clips, test_sents, sent_rows, num_verbs, num_nouns
         )
-    train = TrainSplit(train_clips, train_video, train_text, video_rows)
+    train = TrainSplit(train_clips, train_video, train_text, video_rows, ann.train_caption_classes)
     clip_captions = text.encode(
         [words.tokenize(c) for c in test_clips.narration], vocab, lengths["caption"]
     )

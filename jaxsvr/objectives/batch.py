@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from jaxsvr import losses
 from jaxsvr.annotations.class_sets import ClassSets
+from jaxsvr.errors import InputError
 from jaxsvr.objectives.base import Gather, embed, weighted_levels
 from jaxsvr.relevance.levels import LevelRelevance
 from jaxsvr.sampling.pairs import PairSampler
@@ -27,9 +28,8 @@ class BatchObjective:
         self.with_rel = losses.uses_relevance(self.fn)
         self.levels = weighted_levels(config, model, tuple(model.levels))
         self.weights = {lv: config.loss.level_weights[lv] for lv in self.levels}
-        clips = train_split.clips
         self.sampler = PairSampler(
-            LevelRelevance(ClassSets.from_labels(train_split.verbs), clips.noun_classes),
+            batch_relevance(config, train_split),
             levels=self.levels,
             pairing=config.sampler.pairing,
             pair_threshold=config.sampler.pair_threshold,
@@ -53,3 +53,22 @@ class BatchObjective:
             terms[f"{level}_{self.name}"] = self.fn(*args, **self.kwargs)
         total = sum(self.weights[lv] * terms[f"{lv}_{self.name}"] for lv in self.levels)
         return total, terms
+
+
+def batch_relevance(config, train_split) -> LevelRelevance:
+    """Relevance of a batch's videos to its captions: clip classes on both sides (the
+    clip's main verb), or with `config.data.train_relevance = "caption"` each video's verb
+    and noun sets against each caption's own (a multi-caption video's own caption can then
+    be less than fully relevant, as in the RANP paper's MSR-VTT relevance)."""
+    clips = train_split.clips
+    mode = config.data.train_relevance
+    if mode == "video":
+        return LevelRelevance(ClassSets.from_labels(train_split.verbs), clips.noun_classes)
+    if mode != "caption":
+        raise InputError(f"config.data.train_relevance = {mode!r}: use 'video' or 'caption'")
+    if train_split.caption_classes is None:
+        raise InputError(
+            "config.data.train_relevance = 'caption' needs train rows that are captions of "
+            "multi-caption videos (MSR-VTT with data.train_captions = 'all')"
+        )
+    return LevelRelevance(clips.verb_classes, clips.noun_classes, *train_split.caption_classes)

@@ -123,13 +123,18 @@ def annotations(
     over train and test together. With `every_train_caption`, a multi-caption train clip
     gives one train row per caption (each a training pair, as the papers train on MSR-VTT):
     the row's text is that caption, its classes and video those of its clip
-    (`Annotations.train_video_rows`)."""
+    (`Annotations.train_video_rows`), and the caption's own classes are kept
+    (`Annotations.train_caption_classes`: all its verbs, its nouns)."""
     ids: dict[str, dict] = {}
     parsed_train = captions_lib.parse(train_rows.caption, pipeline)
     train = to_clips(train_rows, class_map, parsed_train, class_ids=ids, rho=rho)
-    video_rows = None
+    video_rows = own = None
     if every_train_caption and len(train_rows) > len(train):
         train, video_rows = caption_rows(train, train_rows, parsed_train)
+        own = (
+            ClassSets.from_lists(all_verb_classes(parsed_train, class_map, ids)),
+            ClassSets.from_lists(caption_classes(parsed_train, class_map, ids)[1]),
+        )
     parsed_test = captions_lib.parse(test_rows.caption, pipeline)
     test = to_clips(test_rows, class_map, parsed_test, class_ids=ids, rho=rho)
     verbs, nouns = caption_classes(parsed_test, class_map, ids)
@@ -143,7 +148,7 @@ def annotations(
     multi = len(groups) > len(test)
     clip_texts = (list(test_rows.caption), groups) if multi else None
     return Annotations(
-        train, test, sents, len(ids["verb"]), len(ids["noun"]), clip_texts, video_rows
+        train, test, sents, len(ids["verb"]), len(ids["noun"]), clip_texts, video_rows, own
     )
 
 

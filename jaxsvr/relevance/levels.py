@@ -22,25 +22,45 @@ LEVELS = ("action", "sentence", "verb", "noun")
 
 
 class LevelRelevance:
-    """Relevance between rows of one clip table at every level.
+    """Relevance between rows of one clip table at every level: row a's video against row
+    b's caption.
 
     Args:
       verbs, nouns: the class sets of the clips (EPIC: one verb class per clip).
+      text_verbs, text_nouns: the class sets of the rows' captions where they differ from
+        their clips' (a multi-caption video's captions); default: the clips'.
     """
 
-    def __init__(self, verbs: ClassSets, nouns: ClassSets):
-        if len(verbs) != len(nouns):
+    def __init__(
+        self,
+        verbs: ClassSets,
+        nouns: ClassSets,
+        text_verbs: ClassSets | None = None,
+        text_nouns: ClassSets | None = None,
+    ):
+        text_verbs = verbs if text_verbs is None else text_verbs
+        text_nouns = nouns if text_nouns is None else text_nouns
+        if not len(verbs) == len(nouns) == len(text_verbs) == len(text_nouns):
             raise ValueError("verb and noun sets disagree in length")
-        self.verb_bits = bitsets(verbs)
-        self.noun_bits = bitsets(nouns)
+        verb_width, noun_width = _classes(verbs, text_verbs), _classes(nouns, text_nouns)
+        self.verb_bits = bitsets(verbs, verb_width)
+        self.noun_bits = bitsets(nouns, noun_width)
+        self.text_verb_bits = (
+            self.verb_bits if text_verbs is verbs else bitsets(text_verbs, verb_width)
+        )
+        self.text_noun_bits = (
+            self.noun_bits if text_nouns is nouns else bitsets(text_nouns, noun_width)
+        )
 
     def __len__(self) -> int:
         return len(self.verb_bits)
 
     def iou(self, pos: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """IoU of the `pos` ("verb" or "noun") sets of rows a and b (broadcast)."""
-        bits = self.verb_bits if pos == "verb" else self.noun_bits
-        return bit_iou(bits[a], bits[b])
+        """IoU of the `pos` ("verb" or "noun") sets of row a's clip and row b's caption
+        (broadcast)."""
+        if pos == "verb":
+            return bit_iou(self.verb_bits[a], self.text_verb_bits[b])
+        return bit_iou(self.noun_bits[a], self.text_noun_bits[b])
 
     def pairs(self, level: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Relevance at `level` of row pairs (a, b), broadcast like a and b; float32."""
@@ -55,9 +75,15 @@ class LevelRelevance:
         return self.pairs(level, np.asarray(rows)[:, None], np.asarray(cols)[None, :])
 
 
-def bitsets(sets: ClassSets) -> np.ndarray:
-    """[n, words] uint64: bit c of row i is set when class c is in set i."""
-    num_classes = int(sets.indices.max(initial=-1)) + 1
+def _classes(*sets: ClassSets) -> int:
+    """Number of classes the sets index (the largest id + 1)."""
+    return max(int(s.indices.max(initial=-1)) for s in sets) + 1
+
+
+def bitsets(sets: ClassSets, num_classes: int | None = None) -> np.ndarray:
+    """[n, words] uint64: bit c of row i is set when class c is in set i (words for
+    `num_classes`, default the sets' own)."""
+    num_classes = _classes(sets) if num_classes is None else num_classes
     words = max(1, -(-num_classes // 64))
     bits = np.zeros((len(sets), words), np.uint64)
     rows, idx = sets.rows, sets.indices.astype(np.int64)

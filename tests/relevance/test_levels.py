@@ -49,3 +49,20 @@ def test_unknown_level():
     rel = LevelRelevance(ClassSets.from_labels([0, 1]), ClassSets.from_lists([[0], [1]]))
     with pytest.raises(ValueError, match="level"):
         rel.pairs("object", np.array([0]), np.array([1]))
+
+
+def test_videos_against_their_captions_own_classes():
+    """Text-side sets (a caption's own classes) against clip sets: IoU(clip a, caption b)."""
+    verbs = ClassSets.from_lists([[0, 1], [2]])  # video verb sets (rho-aggregated)
+    nouns = ClassSets.from_lists([[5], [5, 6]])
+    text_verbs = ClassSets.from_lists([[0], [3]])  # each row's caption
+    text_nouns = ClassSets.from_lists([[5, 70], []])  # 70: a class id past 64 bits
+    lr = LevelRelevance(verbs, nouns, text_verbs, text_nouns)
+    # row 0's video vs its own caption: verbs 1/2, nouns 1/2 -> 0.5
+    # row 0's video vs caption 1: verbs 0, nouns 0 (empty caption set) -> 0
+    # row 1's video vs caption 0: verbs 0, nouns {5} / {5, 6, 70} -> 1/6
+    want = np.array([[0.5, 0.0], [1 / 6, 0.0]], np.float32)
+    np.testing.assert_allclose(lr.matrix("action", [0, 1], [0, 1]), want, rtol=1e-6)
+    np.testing.assert_allclose(lr.matrix("verb", [0], [0]), [[0.75]])
+    same = LevelRelevance(verbs, nouns)
+    np.testing.assert_allclose(np.diagonal(same.matrix("action", [0, 1], [0, 1])), 1.0)
