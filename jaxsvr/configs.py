@@ -193,13 +193,17 @@ CONTEXTS = ("clip", "text", "both", "none")  # ConTra: which modalities see thei
 MAX_CONTEXT = 5  # ConTra's m variants: 0 .. MAX_CONTEXT
 
 
-def contra(arg: str | None, m: int, layers: int, heads: int) -> ml_collections.ConfigDict:
-    """A ConTra config (`configs/*_contra.py`): the dataset's default half-width `m` and
-    clip-context transformer size, variants `context=clip|text|both|none` (default clip),
-    `m=0..5` (the half-width of every modality with context) and `runlocal`."""
+def contra(
+    arg: str | None, m: int, layers: int, heads: int, m_by_context: dict[str, int] | None = None
+) -> ml_collections.ConfigDict:
+    """A ConTra config (`configs/*_contra.py`): the dataset's default half-width `m` (or
+    per context, `m_by_context`) and clip-context transformer size, variants
+    `context=clip|text|both|none` (default clip), `m=0..5` (the half-width of every
+    modality with context) and `runlocal`."""
     m_values = tuple(str(k) for k in range(MAX_CONTEXT + 1))
     v = variants(arg, {"context": CONTEXTS, "m": m_values, "runlocal": None})
-    context, m = v.get("context", "clip"), int(v.get("m", m))
+    context = v.get("context", "clip")
+    m = int(v.get("m", (m_by_context or {}).get(context, m)))
     c = base()
     c.model = ml_collections.ConfigDict(
         {
