@@ -9,8 +9,8 @@ MSRVTT_DIR holds the public release's `train_val_videodatainfo.json` and
 `jaxsvr.annotations.msrvtt`). With `data.annotations` empty the run uses built-in
 MSR-VTT-style videos: one action each, 20 captions that disagree as annotators do
 (`jaxsvr.annotations.kitchen.captioned`), synthetic features from their classes; nothing is
-downloaded. Captions are parsed by spaCy (role graphs for HGR, verbs and nouns for the
-classes); a video's verb and noun classes are those named in at least rho = 0.25 of its
+downloaded. Captions are parsed by spaCy (`data.pos_source = "spacy"`: HGR's role graphs
+from the dependency parse, verbs and nouns for the classes); a video's verb and noun classes are those named in at least rho = 0.25 of its
 captions (`data.relevance.rho`), its main verb (the samplers' and the batch losses' verb
 level) the most frequent one. So a video's own caption can be less than fully relevant to
 it (class relevance, ½ IoU of verbs + ½ IoU of nouns, is not forced to 1 on own pairs).
@@ -40,4 +40,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.data.format = "msrvtt"  # the best checkpoint is chosen on nDCG (the default)
     config.eval.report_map = False
     config.data.train_relevance = "caption"
+    config.data.pos_source = "spacy"  # role graphs and PoS words from each caption's parse
+    if "runlocal" in (arg or ""):  # 30 train videos: 600 captions, each a training pair
+        config.data.clips_per_video = 5
     return config
