@@ -87,6 +87,7 @@ def mn(cid, files, says, *flags, workdir_exists=False):
 
 FEATS = "--config.data.features={d}/feats"
 EPIC = "--config.data.annotations={d}/epic"
+ANET = '{"v_%s": {"duration": 9, "timestamps": %s, "sentences": ["a"]}}'  # ActivityNet
 
 CASES = [
     # A. arrays: the evaluation CLI
@@ -371,6 +372,16 @@ CASES = [
         epic_folder(sents="narration_id,narration\n"),
         (epic100.TEST_SENTENCES, "no data rows"),
         EPIC,
+    ),
+    mn(
+        "main-activitynet-start-after-end",
+        {
+            "anet/train.json": ANET % ("a", "[[5, 2]]"),
+            "anet/val_1.json": ANET % ("b", "[[1, 2]]"),
+        },
+        ("train.json", "video v_a timestamp 0", "after its end"),
+        "--config.data.format=activitynet",
+        "--config.data.annotations={d}/anet",
     ),
     mn(
         "main-youcook2-nan",
