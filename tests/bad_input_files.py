@@ -1,9 +1,11 @@
 """Files for the bad-input tests: .npy/.npz builders (well-formed, forged, corrupt), small
-EPIC-100 annotation tables, and a tmp folder's materialisation and snapshot (so a test can
-check that a failing command left nothing behind)."""
+EPIC-100 annotation tables, a tmp folder's materialisation and snapshot (so a test can
+check that a failing command left nothing behind), and the command-line cases' builders
+(`Case`; `ev`, `ep`, `px`, `mn` for the evaluate, epic100, proxy and main commands)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import zipfile
 from pathlib import Path
@@ -99,3 +101,43 @@ def tree(root: Path) -> dict[str, tuple]:
         str(p.relative_to(root)): (p.is_dir(), p.stat().st_size, p.stat().st_mtime_ns)
         for p in root.rglob("*")
     }
+
+
+# --- command-line cases ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    id: str
+    command: str  # evaluate | epic100 | proxy | main
+    args: tuple[str, ...]  # "{d}" is the case's folder
+    files: dict  # path under {d} -> str | bytes | DIR
+    says: tuple[str, ...]  # substrings of the error line ("{d}" allowed)
+
+
+def ev(cid, files, says, sim="sim.npy", rel="rel.npy", more=()):
+    sim = sim if sim.startswith("/") else f"{{d}}/{sim}"
+    args = ("--similarity", sim, *more, "--relevance", f"{{d}}/{rel}")
+    return Case(cid, "evaluate", args, {"sim.npy": SIM, "rel.npy": REL, **files}, says)
+
+
+def ep(cid, files, says, clips="clips.csv", sents=None, more=(), out="out/rel.npy"):
+    clips = clips if clips.startswith("/") else f"{{d}}/{clips}"
+    args = ["--clips", clips] + (["--sentences", f"{{d}}/{sents}"] if sents else [])
+    args += [*more, "--out", f"{{d}}/{out}"]
+    return Case(cid, "epic100", tuple(args), {"out": DIR, **files}, says)
+
+
+def px(cid, files, says, more=(), proxy="pos", caps="caps.csv"):
+    args = ("--proxy", proxy, "--captions", f"{{d}}/{caps}", *more, "--out", "{d}/out/rel.npy")
+    return Case(cid, "proxy", args, {"out": DIR, "caps.csv": CAPS, **files}, says)
+
+
+def mn(cid, files, says, *flags, workdir_exists=False):
+    files = {**files, **({"work/keep.txt": "keep"} if workdir_exists else {})}
+    return Case(cid, "main", ("--workdir={d}/work", *flags), files, says)
+
+
+FEATS = "--config.data.features={d}/feats"
+EPIC = "--config.data.annotations={d}/epic"
+ANET = '{"v_%s": {"duration": 9, "timestamps": %s, "sentences": ["a"]}}'  # ActivityNet

@@ -18,31 +18,36 @@ one), so a case cannot pass by failing for another reason.
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 from bad_input_files import (
-    CAPS,
+    ANET,
     CLIP_HEADER,
     CLIPS,
     DIR,
+    EPIC,
+    FEATS,
     LONG,
     NOUNS,
     NOUNS3,
-    REL,
     SENTS,
     SIM,
     TRAIN_FEATS,
     VERBS,
+    Case,
     clip,
+    ep,
     epic_folder,
+    ev,
     forged,
     materialise,
+    mn,
     npy,
     npz,
+    px,
     tree,
 )
 from test_bad_reader_inputs import READER_CASES
@@ -52,42 +57,6 @@ from jaxsvr.annotations import epic100
 
 # --- cases ---------------------------------------------------------------------------------
 
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    id: str
-    command: str  # evaluate | epic100 | proxy | main
-    args: tuple[str, ...]  # "{d}" is the case's folder
-    files: dict  # path under {d} -> str | bytes | DIR
-    says: tuple[str, ...]  # substrings of the error line ("{d}" allowed)
-
-
-def ev(cid, files, says, sim="sim.npy", rel="rel.npy", more=()):
-    sim = sim if sim.startswith("/") else f"{{d}}/{sim}"
-    args = ("--similarity", sim, *more, "--relevance", f"{{d}}/{rel}")
-    return Case(cid, "evaluate", args, {"sim.npy": SIM, "rel.npy": REL, **files}, says)
-
-
-def ep(cid, files, says, clips="clips.csv", sents=None, more=(), out="out/rel.npy"):
-    clips = clips if clips.startswith("/") else f"{{d}}/{clips}"
-    args = ["--clips", clips] + (["--sentences", f"{{d}}/{sents}"] if sents else [])
-    args += [*more, "--out", f"{{d}}/{out}"]
-    return Case(cid, "epic100", tuple(args), {"out": DIR, **files}, says)
-
-
-def px(cid, files, says, more=(), proxy="pos", caps="caps.csv"):
-    args = ("--proxy", proxy, "--captions", f"{{d}}/{caps}", *more, "--out", "{d}/out/rel.npy")
-    return Case(cid, "proxy", args, {"out": DIR, "caps.csv": CAPS, **files}, says)
-
-
-def mn(cid, files, says, *flags, workdir_exists=False):
-    files = {**files, **({"work/keep.txt": "keep"} if workdir_exists else {})}
-    return Case(cid, "main", ("--workdir={d}/work", *flags), files, says)
-
-
-FEATS = "--config.data.features={d}/feats"
-EPIC = "--config.data.annotations={d}/epic"
-ANET = '{"v_%s": {"duration": 9, "timestamps": %s, "sentences": ["a"]}}'  # ActivityNet
 
 CASES = [
     # A. arrays: the evaluation CLI
