@@ -261,17 +261,18 @@ def _damage(path: Path, metric: str | None) -> str | None:
 def _read(manager: ocp.CheckpointManager, step: int, abstract: Any, path: Path) -> Any:
     """Restores `step`; raises _Unusable when it cannot be read or is not finite, and
     InputError when it holds another state than `abstract`."""
+    # Before the first read: a failed read's siblings can report into orbax's closed event
+    # loop from tensorstore threads before the failure even reaches the except clauses.
+    _quiet_abandoned_reads()
     try:
         saved = manager.item_metadata(step)
         saved = {m.name: (tuple(m.shape), np.dtype(m.dtype)) for m in jax.tree.leaves(saved)}
     except Exception as e:  # orbax and tensorstore raise many kinds for unreadable files
-        _quiet_abandoned_reads()
         raise _Unusable(f"its array metadata cannot be read: {_reason(e)}") from e
     _check_layout(saved, abstract, path)
     try:
         restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
     except Exception as e:  # as above
-        _quiet_abandoned_reads()
         raise _Unusable(f"its arrays cannot be read: {_reason(e)}") from e
     if not bool(jax.device_get(_all_finite(restored))):
         raise _Unusable("it holds non-finite parameters or optimizer state (a diverged run's)")
@@ -322,8 +323,9 @@ def _quiet_abandoned_reads() -> None:
     The others are still in flight on tensorstore threads; when they finish, into an event
     loop orbax has closed, or when their coroutines are finalised, their errors reach
     `sys.unraisablehook`, which prints tens of tracebacks although nothing is wrong any
-    more. The hook installed here (once per process, only after such a failure) drops
-    exactly those and passes every other unraisable exception on.
+    more. The hooks installed here (once per process, before the first checkpoint read, as
+    those threads can report before the failed read returns) drop exactly those and pass
+    every other exception on.
     """
     previous = sys.unraisablehook
     if getattr(previous, "jaxsvr_quiet", False):
@@ -348,7 +350,7 @@ def _quiet_abandoned_reads() -> None:
 
     sys.excepthook = excepthook
     # A read future that fails after orbax stopped waiting reaches asyncio's default
-    # handler instead, as one "Future exception was never retrieved" error with traceback.
+    # handler instead, as one "<class> exception was never retrieved" error with traceback.
     logging.getLogger("asyncio").addFilter(_AbandonedReadFilter())
 
 
@@ -368,9 +370,18 @@ class _AbandonedReadFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not (
-            message.startswith("Future exception was never retrieved") and "OCDBT" in message
-        )
+        first = message.split("\n", 1)[0]
+        # asyncio names the class: Future, Task (an array read), _GatheringFuture (its parts)
+        never_retrieved = first.endswith(" exception was never retrieved")
+        return not (never_retrieved and (_from_orbax(record.exc_info) or "orbax" in message))
+
+
+def _from_orbax(exc_info: Any) -> bool:
+    """The exception of a log record's `exc_info` was raised in orbax's code."""
+    error = exc_info[1] if exc_info else None
+    if not isinstance(error, BaseException) or error.__traceback__ is None:
+        return False
+    return any("orbax" in f.filename for f in traceback.extract_tb(error.__traceback__))
 
 
 def _everywhere(ok: bool) -> bool:

@@ -263,3 +263,43 @@ def test_abandoned_reads_into_a_closed_loop_are_dropped_and_nothing_else(monkeyp
     other = ValueError("Event loop is closed")
     sys.excepthook(ValueError, other, from_c)
     assert printed == [error, other]
+
+
+@pytest.mark.parametrize("wording", ["Future", "Task", "_GatheringFuture"])
+def test_abandoned_read_reports_from_asyncio_are_dropped_and_nothing_else(monkeypatch, wording):
+    """A read orbax stopped waiting for reaches asyncio's default handler when it is
+    collected, as "<class> exception was never retrieved"; only those are dropped."""
+    import logging
+
+    from jaxsvr import checkpoint
+
+    logger = logging.getLogger("asyncio")
+    monkeypatch.setattr(logger, "filters", [])
+    checkpoint._quiet_abandoned_reads()
+    if not logger.filters:  # hooks already installed in this process: add the filter alone
+        logger.addFilter(checkpoint._AbandonedReadFilter())
+    kept = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            kept.append(record.getMessage())
+
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        named = (
+            f"{wording} exception was never retrieved\nfuture: <Task finished coro=<async_"
+            "deserialize() defined at .../orbax/checkpoint/_src/serialization.py:394> "
+            "exception=Exception('Error reading ...')>"
+        )
+        unnamed = f"{wording} exception was never retrieved\nfuture: <{wording} finished>"
+        logger.error(named)  # the message names orbax's coroutine
+        try:  # the message does not, the exception's traceback does
+            exec(compile("raise ValueError('Error reading')", "/x/orbax/checkpoint/s.py", "exec"))
+        except ValueError as e:
+            logger.error(unnamed, exc_info=e)
+        logger.error(unnamed)  # neither: another library's, shown
+        logger.error("Unclosed client session")
+    finally:
+        logger.removeHandler(handler)
+    assert kept == [unnamed, "Unclosed client session"]
