@@ -3,7 +3,8 @@
   python -m jaxsvr.evaluate --similarity S.npy [--similarity S2.npy ...] --relevance R.npy
 
 Prints one JSON object on stdout with every key of `jaxsvr.evaluation.metrics` (ndcg_v2t,
-ndcg_t2v, ndcg_avg, map_v2t, map_t2v, map_avg, ...). Several similarity files (model
+ndcg_t2v, ndcg_avg, map_v2t, map_t2v, map_avg, ...; with `--bounds` also the lower-bound
+recalls at `--threshold`). Several similarity files (model
 ensembles: `--similarity A.npy B.npy`, e.g. the `test_similarity.npy` files training
 runs write with `--config.eval.export_similarity=True`) are averaged into one matrix.
 Arrays are [n_videos, n_texts] .npy files of a real dtype, loaded without pickle and read
@@ -61,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         help="relevance from which an item is a positive for R@K and ranks",
     )
     p.add_argument(
+        "--bounds",
+        action="store_true",
+        help="add the lower-bound recalls (r1_lower_*, ..., geomean_lower_*, rsum_lower: "
+        "the worst-ranked positive within K) to the upper-bound ones (r1_*: the best)",
+    )
+    p.add_argument(
         "--backend",
         default="auto",
         choices=("auto", "numpy", "jax"),
@@ -88,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.similarity) > 1:
         sim = sim / np.float32(len(args.similarity))
     backend = metrics.choose_backend(args.backend, import_jax=True)
-    result = metrics.evaluate(sim, rel, threshold=args.threshold, backend=backend)
+    result = metrics.evaluate(
+        sim, rel, threshold=args.threshold, backend=backend, bounds=args.bounds
+    )
     if args.timing:
         result["seconds"] = time.perf_counter() - start
     json.dump(result, sys.stdout, indent=1)

@@ -93,6 +93,26 @@ def _query_best_rank(ranked_r: list[float], threshold: float) -> int | None:
     return None
 
 
+def _query_worst_rank(ranked_r: list[float], threshold: float) -> int | None:
+    """Largest 1-based rank position of an item with r >= threshold, or None."""
+    found = [p for p, x in enumerate(ranked_r, start=1) if x >= threshold]
+    return found[-1] if found else None
+
+
+def _recalls(ranks: list[int], suffix: str = "") -> dict[str, Any]:
+    """R@1/5/10 in percent and their geometric mean over the ranks of the queries."""
+    if not ranks:
+        return {f"{k}{suffix}": None for k in ("r1", "r5", "r10", "geomean")}
+    n = len(ranks)
+    r1, r5, r10 = (100.0 * sum(1 for b in ranks if b <= k) / n for k in (1, 5, 10))
+    return {
+        f"r1{suffix}": r1,
+        f"r5{suffix}": r5,
+        f"r10{suffix}": r10,
+        f"geomean{suffix}": (r1 * r5 * r10) ** (1.0 / 3.0),
+    }
+
+
 def _mean(values: list[float]) -> float | None:
     """Mean in float64 (Python float), or None for an empty list."""
     if not values:
@@ -100,7 +120,9 @@ def _mean(values: list[float]) -> float | None:
     return math.fsum(values) / len(values)
 
 
-def _direction_metrics(s_mat: np.ndarray, r_mat: np.ndarray, threshold: float) -> dict[str, Any]:
+def _direction_metrics(
+    s_mat: np.ndarray, r_mat: np.ndarray, threshold: float, bounds: bool = False
+) -> dict[str, Any]:
     """All metrics of one direction; queries are the rows of ``s_mat`` / ``r_mat``."""
     ndcg: list[float] = []
     ndcg_exp: list[float] = []
@@ -108,6 +130,7 @@ def _direction_metrics(s_mat: np.ndarray, r_mat: np.ndarray, threshold: float) -
     ap: list[float] = []
     ap_binary: list[float] = []
     best_ranks: list[int] = []
+    worst_ranks: list[int] = []
     excluded_ndcg = 0
     excluded_map = 0
     excluded_recall = 0
@@ -139,6 +162,7 @@ def _direction_metrics(s_mat: np.ndarray, r_mat: np.ndarray, threshold: float) -
             excluded_recall += 1
         else:
             best_ranks.append(best)
+            worst_ranks.append(_query_worst_rank(ranked_r, threshold))
 
     out: dict[str, Any] = {
         "ndcg": _mean(ndcg),
@@ -150,25 +174,17 @@ def _direction_metrics(s_mat: np.ndarray, r_mat: np.ndarray, threshold: float) -
         "excluded_map": excluded_map,
         "excluded_recall": excluded_recall,
     }
-    if best_ranks:
-        n = len(best_ranks)
-        r1 = 100.0 * sum(1 for b in best_ranks if b <= 1) / n
-        r5 = 100.0 * sum(1 for b in best_ranks if b <= 5) / n
-        r10 = 100.0 * sum(1 for b in best_ranks if b <= 10) / n
-        out.update(
-            r1=r1,
-            r5=r5,
-            r10=r10,
-            medr=float(statistics.median(best_ranks)),
-            meanr=_mean([float(b) for b in best_ranks]),
-            geomean=(r1 * r5 * r10) ** (1.0 / 3.0),
-        )
-    else:
-        out.update(r1=None, r5=None, r10=None, medr=None, meanr=None, geomean=None)
+    out.update(_recalls(best_ranks))
+    out["medr"] = float(statistics.median(best_ranks)) if best_ranks else None
+    out["meanr"] = _mean([float(b) for b in best_ranks])
+    if bounds:
+        out.update(_recalls(worst_ranks, "_lower"))
     return out
 
 
-def reference_metrics(S: Any, R: Any, *, threshold: float = 1.0) -> dict[str, Any]:
+def reference_metrics(
+    S: Any, R: Any, *, threshold: float = 1.0, bounds: bool = False
+) -> dict[str, Any]:
     """Compute every retrieval metric the straightforward way, one query at a time.
 
     Args:
@@ -184,7 +200,9 @@ def reference_metrics(S: Any, R: Any, *, threshold: float = 1.0) -> dict[str, An
         and ``excluded_ndcg_d``, ``excluded_map_d``, ``excluded_recall_d`` (ints). Also
         ``ndcg_avg``, ``ndcg_exp_avg``, ``ndcg_nocut_avg``, ``map_avg``, ``map_binary_avg``
         (mean of the two directions, None if either is None) and ``rsum`` (sum of the six
-        recalls, None if any is None).
+        recalls, None if any is None). With ``bounds``, the lower-bound recalls too:
+        ``r1_lower_d`` ... ``geomean_lower_d`` from each query's worst-ranked positive,
+        and ``rsum_lower``.
     """
     s_arr = np.asarray(S)
     r_arr = np.asarray(R)
@@ -194,8 +212,8 @@ def reference_metrics(S: Any, R: Any, *, threshold: float = 1.0) -> dict[str, An
         )
 
     per_direction = {
-        "v2t": _direction_metrics(s_arr, r_arr, threshold),
-        "t2v": _direction_metrics(s_arr.T, r_arr.T, threshold),
+        "v2t": _direction_metrics(s_arr, r_arr, threshold, bounds),
+        "t2v": _direction_metrics(s_arr.T, r_arr.T, threshold, bounds),
     }
 
     result: dict[str, Any] = {}
@@ -208,6 +226,7 @@ def reference_metrics(S: Any, R: Any, *, threshold: float = 1.0) -> dict[str, An
         b = result[f"{name}_t2v"]
         result[f"{name}_avg"] = None if a is None or b is None else (a + b) / 2.0
 
-    recalls = [result[f"{k}_{d}"] for d in _DIRECTIONS for k in ("r1", "r5", "r10")]
-    result["rsum"] = None if any(x is None for x in recalls) else math.fsum(recalls)
+    for suffix in ("", "_lower") if bounds else ("",):
+        recalls = [result[f"{k}{suffix}_{d}"] for d in _DIRECTIONS for k in ("r1", "r5", "r10")]
+        result[f"rsum{suffix}"] = None if any(x is None for x in recalls) else math.fsum(recalls)
     return result

@@ -84,6 +84,21 @@ def test_evaluate_cli_one_flag_several_files(tmp_path, capsys):
     )
 
 
+def test_evaluate_cli_recall_bounds(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    rel = rng.choice(np.array([0, 0.25, 0.5, 0.75, 1], np.float32), (20, 15))
+    sim = rng.standard_normal((20, 15)).astype(np.float32)
+    np.save(tmp_path / "r.npy", rel)
+    np.save(tmp_path / "s.npy", sim)
+    argv = ["--similarity", str(tmp_path / "s.npy"), "--relevance", str(tmp_path / "r.npy")]
+    assert evaluate_cli.main([*argv, "--threshold", "0.5", "--bounds"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got == evaluate(sim, rel, threshold=0.5, bounds=True)
+    assert got["rsum_lower"] <= got["rsum"]
+    assert evaluate_cli.main(argv) == 0
+    assert "rsum_lower" not in json.loads(capsys.readouterr().out)
+
+
 @pytest.mark.parametrize(
     "sim, rel, match",
     [

@@ -82,5 +82,8 @@ def _block_stats(s, r, threshold):
         ap_graded=jnp.sum(one * jnp.cumsum(g, axis=1) * inv_rank, axis=1),
         ap_binary=jnp.sum(one * jnp.cumsum(one, axis=1) * inv_rank, axis=1),
         first_pos=jnp.where(n_pos > 0, jnp.argmax(positive, axis=1) + 1, 0).astype(jnp.int64),
+        last_pos=jnp.where(n_pos > 0, n - jnp.argmax(positive[:, ::-1], axis=1), 0).astype(
+            jnp.int64
+        ),
         tied=jnp.any(neg[:, 1:] == neg[:, :-1], axis=1),
     )

@@ -17,6 +17,11 @@ and `_avg` is their mean. All keys of the result:
 - `r1_*`, `r5_*`, `r10_*` (percent), `medr_*`, `meanr_*` (1-based rank of the best-ranked
   positive), `geomean_*` (of R@1, R@5, R@10), `rsum` (R@{1,5,10} of both directions);
   positives are items with R >= `threshold` (default 1), so a query may have several.
+- with `bounds=True`, the lower bound of recall at a relevance threshold ("On Semantic
+  Similarity in Video Retrieval", Figs. 6-7: every item with R >= `threshold` a positive):
+  `r1_lower_*`, `r5_lower_*`, `r10_lower_*`, `geomean_lower_*` and `rsum_lower` count a
+  query found at K only when its *worst*-ranked positive is within K; the plain `r*` and
+  `geomean_*` keys, which use the best-ranked positive, are the upper bound.
 - `n_queries_*`, `excluded_{ndcg,map,recall}_*`: queries without a relevant item (none with
   R > 0, none with R = 1, none with R >= threshold) are left out of that metric's mean and
   counted here; a metric with no query left is null, never NaN.
@@ -48,7 +53,13 @@ AVERAGED = ("ndcg", "ndcg_exp", "ndcg_nocut", "map", "map_binary")
 
 
 def evaluate(
-    sim, rel, *, threshold: float = 1.0, backend: str = "auto", workers: int | None = None
+    sim,
+    rel,
+    *,
+    threshold: float = 1.0,
+    backend: str = "auto",
+    workers: int | None = None,
+    bounds: bool = False,
 ) -> dict[str, float | int | None]:
     """All metrics of `sim` against `rel` (see the module docstring for every key).
 
@@ -59,6 +70,7 @@ def evaluate(
       backend: "numpy" (CPU), "jax" (jitted; for GPU/TPU) or "auto": "jax" when JAX is
         already imported and its default backend is an accelerator, else "numpy".
       workers: CPU threads for the NumPy engine.
+      bounds: add the lower-bound recall keys (`*_lower_*`, module docstring).
 
     Returns:
       A flat dict of Python floats/ints (None for a metric without queries).
@@ -70,7 +82,7 @@ def evaluate(
     # engines by module name (imported on first use: the JAX one costs an import of JAX)
     engine = importlib.import_module(f"jaxsvr.evaluation.{choose_backend(backend)}_engine")
     v2t, t2v = engine.query_stats(sim, rel, threshold=threshold, workers=workers)
-    return summarize(v2t, t2v)
+    return summarize(v2t, t2v, bounds=bounds)
 
 
 def choose_backend(backend: str, *, import_jax: bool = False) -> str:
@@ -144,17 +156,34 @@ def _value_ranges(*arrays) -> list[tuple[float, float]]:
     return [value_range(a) for a in arrays]
 
 
-def summarize(v2t: QueryStats, t2v: QueryStats) -> dict[str, float | int | None]:
-    """Reduces per-query statistics of both directions to the metrics dict."""
+def summarize(
+    v2t: QueryStats, t2v: QueryStats, *, bounds: bool = False
+) -> dict[str, float | int | None]:
+    """Reduces per-query statistics of both directions to the metrics dict (with the
+    lower-bound recall keys when `bounds`)."""
     out: dict[str, float | int | None] = {}
     for name, stats in zip(DIRECTIONS, (v2t, t2v)):
         for key, value in _direction_metrics(stats).items():
             out[f"{key}_{name}"] = value
+        if bounds:
+            for key, value in _recalls(stats.last_pos[stats.n_pos > 0], "_lower").items():
+                out[f"{key}_{name}"] = value
     for key in AVERAGED:
         a, b = out[f"{key}_v2t"], out[f"{key}_t2v"]
         out[f"{key}_avg"] = None if a is None or b is None else (a + b) / 2
-    recalls = [out[f"r{k}_{d}"] for d in DIRECTIONS for k in (1, 5, 10)]
-    out["rsum"] = None if None in recalls else float(sum(recalls))
+    for suffix in ("", "_lower") if bounds else ("",):
+        recalls = [out[f"r{k}{suffix}_{d}"] for d in DIRECTIONS for k in (1, 5, 10)]
+        out[f"rsum{suffix}"] = None if None in recalls else float(sum(recalls))
+    return out
+
+
+def _recalls(ranks: np.ndarray, suffix: str = "") -> dict[str, float | None]:
+    """R@1/5/10 (percent) and their geometric mean over the 1-based `ranks` of queries."""
+    out = {}
+    for k in (1, 5, 10):
+        out[f"r{k}{suffix}"] = float(100.0 * np.mean(ranks <= k)) if ranks.size else None
+    rs = [out[f"r{k}{suffix}"] for k in (1, 5, 10)]
+    out[f"geomean{suffix}"] = None if None in rs else float(np.prod(rs) ** (1.0 / 3.0))
     return out
 
 
@@ -168,12 +197,11 @@ def _direction_metrics(s: QueryStats) -> dict[str, float | int | None]:
         "map_binary": _mean(s.ap_binary, s.n_one, has_one),
     }
     ranks = s.first_pos[has_pos]
-    for k in (1, 5, 10):
-        out[f"r{k}"] = float(100.0 * np.mean(ranks <= k)) if ranks.size else None
+    recalls = _recalls(ranks)
+    out.update({k: recalls[k] for k in ("r1", "r5", "r10")})
     out["medr"] = float(np.median(ranks)) if ranks.size else None
     out["meanr"] = float(np.mean(ranks)) if ranks.size else None
-    rs = [out["r1"], out["r5"], out["r10"]]
-    out["geomean"] = None if None in rs else float(np.prod(rs) ** (1.0 / 3.0))
+    out["geomean"] = recalls["geomean"]
     out.update(
         n_queries=len(s),
         excluded_ndcg=int(np.sum(~has_rel)),

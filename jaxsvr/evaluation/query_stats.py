@@ -38,6 +38,7 @@ class QueryStats:
     ap_graded: np.ndarray  # sum_{p: r(p) = 1} (sum_{l <= p} r(l)) / p   (EK-100 numerator)
     ap_binary: np.ndarray  # sum_{p: r(p) = 1} #{l <= p: r(l) = 1} / p
     first_pos: np.ndarray  # int64 rank of the best-ranked positive, 0 without positives
+    last_pos: np.ndarray  # int64 rank of the worst-ranked positive, 0 without positives
     tied: np.ndarray  # bool: some items of the query share a similarity value
 
     @classmethod
@@ -64,6 +65,7 @@ _DTYPES = {
     "n_one": np.int64,
     "n_pos": np.int64,
     "first_pos": np.int64,
+    "last_pos": np.int64,
     "tied": np.bool_,
 }
 
@@ -160,15 +162,20 @@ def sparse_stats(
     positive = ones if threshold == 1 else np.flatnonzero(gain >= threshold)
     pos_row = one_row if threshold == 1 else query_of(positive)
     first_pos = np.zeros(n_queries, np.int64)
+    last_pos = np.zeros(n_queries, np.int64)
     if pos_row.size:
-        # Entries are in rank order within a query: the first positive of each query.
-        head = np.flatnonzero(np.r_[True, pos_row[1:] != pos_row[:-1]])
+        # Entries are in rank order within a query: its first and last positives.
+        change = pos_row[1:] != pos_row[:-1]
+        head = np.flatnonzero(np.r_[True, change])
+        tail = np.flatnonzero(np.r_[change, True])
         first_pos[pos_row[head]] = pos[positive[head]] + 1
+        last_pos[pos_row[tail]] = pos[positive[tail]] + 1
     stats.update(
         n_rel=count.astype(np.int64),
         n_one=per_one.count.astype(np.int64),
         n_pos=np.bincount(pos_row, minlength=n_queries).astype(np.int64),
         first_pos=first_pos,
+        last_pos=last_pos,
     )
     return stats
 

@@ -35,6 +35,21 @@ def test_hand_worked_graded_map_and_cutoff(backend):
 
 
 @pytest.mark.parametrize("backend", ENGINES)
+def test_recall_bounds_use_the_best_and_the_worst_ranked_positive(backend):
+    # Positives at threshold 0.5 rank 2, 3 and 7: found at 5 by the best one (upper bound),
+    # not by the worst (lower bound), found at 10 by both.
+    r = [0, 1, 0.5, 0, 0.25, 0, 0.75, 0, 0, 0, 0, 0]
+    s = [1 - i / 16 for i in range(len(r))]
+    m = _single_query(s, r, threshold=0.5, bounds=True, backend=backend)
+    assert (m["r1_v2t"], m["r5_v2t"], m["r10_v2t"]) == (0.0, 100.0, 100.0)
+    assert (m["r1_lower_v2t"], m["r5_lower_v2t"], m["r10_lower_v2t"]) == (0.0, 0.0, 100.0)
+    assert m["geomean_lower_v2t"] == 0.0 and m["medr_v2t"] == 2.0
+    assert "r1_lower_v2t" not in _single_query(s, r, threshold=0.5, backend=backend)
+    m = evaluate(np.eye(3, dtype=np.float32), np.eye(3, dtype=np.float32), bounds=True)
+    assert m["rsum_lower"] == m["rsum"] == 600.0  # one positive per query: bounds meet
+
+
+@pytest.mark.parametrize("backend", ENGINES)
 def test_cutoff_drops_relevant_items_ranked_past_k(backend):
     m = _single_query([0.9, 0.8, 0.7], [0, 0, 1], backend=backend)
     assert m["ndcg_v2t"] == 0.0  # K = 1 and rank 1 holds an irrelevant item
@@ -82,10 +97,11 @@ def test_against_plain_loops(backend, shape, ties):
     # Ties: few distinct similarity values, so most rows have equal scores.
     sim = rng.integers(0, 4, shape).astype(np.float32) if ties else tie_free_similarity(shape)
     for threshold in (1.0, 0.5):
-        got = evaluate(sim, rel, threshold=threshold, backend=backend)
+        got = evaluate(sim, rel, threshold=threshold, backend=backend, bounds=True)
         want = reference_metrics(
-            sim.astype(np.float64), rel.astype(np.float64), threshold=threshold
+            sim.astype(np.float64), rel.astype(np.float64), threshold=threshold, bounds=True
         )
+        assert got.keys() >= want.keys()
         for key, value in want.items():
             if value is None:
                 assert got[key] is None, key
@@ -163,9 +179,11 @@ def test_numpy_engine_over_several_blocks_against_plain_loops():
     rel = rng.choice(np.array([0] * 8 + [0.25, 0.5, 0.75, 1], np.float32), shape)
     sim = (rng.integers(-40, 40, shape) / 8).astype(np.float32)
     sim[(sim == 0) & (rng.random(shape) < 0.5)] = -0.0
-    want = reference_metrics(sim.astype(np.float64), rel.astype(np.float64), threshold=0.75)
+    want = reference_metrics(
+        sim.astype(np.float64), rel.astype(np.float64), threshold=0.75, bounds=True
+    )
     for workers in (1, 2):
-        got = evaluate(sim, rel, threshold=0.75, backend="numpy", workers=workers)
+        got = evaluate(sim, rel, threshold=0.75, backend="numpy", workers=workers, bounds=True)
         for key, value in want.items():
             assert got[key] == pytest.approx(value, abs=1e-9), (workers, key)
     assert got["tied_v2t"] == shape[0]
