@@ -17,7 +17,12 @@ class CSVs (`--verb-classes`, `--noun-classes`) or, without them, WordNet + Lesk
 rows are references, columns hypotheses. Without `--columns` the output is the paper's
 relevance S: 1 where the column caption is the row's own (its video's, with
 `--per-video`), the proxy elsewhere; `--no-own` keeps the raw proxy there too. With
-`--columns` no caption is known to be another's own, so the output is the proxy.
+`--columns` the output is the proxy, or with `--own` S = 1 where a column caption has the
+text of a row's own caption (EPIC-KITCHENS-100 clips x sentences: the sentence file holds
+each distinct narration once, so a sentence is every clip's it narrates):
+
+  python -m jaxsvr.relevance proxy --proxy bow --captions EPIC_100_retrieval_test.csv \
+      --columns EPIC_100_retrieval_test_sentence.csv --own --out bow.npy
 
 `--weights` (pos/syn) must be finite, non-negative, not both zero and sum to at most 1.
 Every matrix is checked to be non-empty and in [0, 1] before it is written.
@@ -77,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("--wordnet", help="folder of WordNet 3.0 files (default: see wordnet.py)")
     x.add_argument("--workers", type=int, default=2, help="met: processes")
     x.add_argument(
+        "--own",
+        action="store_true",
+        help="with --columns: S = 1 where a column caption has the text of the row's own "
+        "caption (EPIC clips x sentences: every clip narrated with the sentence)",
+    )
+    x.add_argument(
         "--no-own",
         action="store_true",
         help="without --columns: keep the proxy on own pairs instead of S = 1",
@@ -92,6 +103,12 @@ def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
     proxies.check_weights(args.weights, "--weights")
     if args.workers < 1:
         raise InputError(f"--workers {args.workers}: use at least 1")
+    if args.own and not args.columns:
+        raise InputError(
+            "--own goes with --columns (without --columns, S = 1 on own captions already)"
+        )
+    if args.own and args.no_own:
+        raise InputError("--own and --no-own contradict each other: give one")
     classes = None
     if args.proxy == "syn" and args.verb_classes:  # read (and check) before parsing
         classes = proxies.ClassMap.from_vocabs(
@@ -122,6 +139,8 @@ def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
     )
     if cols is None and not args.no_own:  # S = 1 where the column is the row's own caption
         rel = proxies.relevance(rel, groups if groups is not None else np.arange(len(rows)))
+    elif args.own:  # the same, where own captions are known by their text
+        rel = proxies.own_by_text(rel, table.texts, cols_table.texts, groups)
     return rel
 
 

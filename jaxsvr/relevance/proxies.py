@@ -29,7 +29,9 @@ items present in at least `rho` = 25% of its captions (`ClassSets.aggregate`); f
 the video's captions are the references of NLTK's multi-reference score (the max).
 
 `relevance(proxy_matrix, own)` gives the training / evaluation relevance of the paper,
-S(x_i, y_j) = 1 where caption j belongs to video i, else the proxy. `compute(name, ...)`
+S(x_i, y_j) = 1 where caption j belongs to video i, else the proxy; `own_by_text` the same
+where captions are known to be a row's own only by their text (EPIC's clips x distinct
+sentences). `compute(name, ...)`
 picks a proxy by name; `threshold_pairs` turns a train x train proxy into the semantic
 positives (S >= T, CSR, row by row) of thresholded triplets (`jaxsvr.sampling.triplets`).
 """
@@ -41,6 +43,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from jaxsvr.annotations import epic100
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.annotations.epic100 import ClassVocab
 from jaxsvr.errors import InputError
@@ -98,6 +101,37 @@ def met(
     return meteor_lib.meteor_matrix(
         rows.tokens, cols.tokens, wordnet=wordnet, ref_groups=row_groups, workers=workers
     ).astype(np.float32)
+
+
+def own_by_text(
+    proxy: np.ndarray, row_texts: Sequence[str], col_texts: Sequence[str], row_groups=None
+) -> np.ndarray:
+    """S = 1 where column caption j has the text of a row's own caption, else the proxy.
+
+    For EPIC-KITCHENS-100's clips x sentences, whose sentence file holds each distinct
+    narration once: a sentence is the own caption of every clip narrated with it (as
+    `jaxsvr.relevance.split_relevance.test_relevance` scores it).
+
+    Args:
+      proxy: [rows, columns] proxy scores.
+      row_texts: the captions of the rows (with `row_groups`, of the row videos).
+      col_texts: [columns] the column captions.
+      row_groups: [row captions] the row (video) of each caption, or None (one each).
+    """
+    ids = epic100.text_ids([*row_texts, *col_texts])
+    row_ids, col_ids = ids[: len(row_texts)], ids[len(row_texts) :]
+    groups = np.arange(len(row_texts)) if row_groups is None else np.asarray(row_groups)
+    order = np.argsort(col_ids, kind="stable")
+    sorted_ids = col_ids[order]
+    lo = np.searchsorted(sorted_ids, row_ids, side="left")
+    count = np.searchsorted(sorted_ids, row_ids, side="right") - lo  # columns per row caption
+    rows = np.repeat(groups, count)
+    # the sorted positions lo, lo + 1, ... of each row caption's equal-text columns
+    offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    cols = order[np.repeat(lo, count) + offset]
+    out = np.array(proxy, np.float32, copy=True)
+    out[rows, cols] = 1.0
+    return out
 
 
 def relevance(proxy: np.ndarray, own: Sequence[int] | np.ndarray) -> np.ndarray:

@@ -10,8 +10,11 @@ nothing below the top level reads a config.
 - `test_relevance`: [test clips, sentences] float32, the EPIC class relevance
   (`proxy = "class"`) or a caption proxy (`jaxsvr.relevance.proxies`) with the paper's
   S = 1 on own pairs: a sentence's own clip (`sentence_rows`), and for EPIC, whose sentence
-  file holds each distinct narration once, every clip narrated with that sentence. A clip
-  with several captions (MSR-VTT) aggregates them (`rho`).
+  file holds each distinct narration once, every clip narrated with that sentence, known
+  by its text (`proxies.own_by_text`; not by the sentence's narration_id: the last rows of
+  the official EK-100 test sentence file repeat narrations under ids of clips narrated
+  otherwise, e.g. "wash cooker" as P22_04_144, a "cut slice" clip). A clip with several
+  captions (MSR-VTT) aggregates them (`rho`).
 - `semantic_positives`: {j : S(i, j) >= T} over training clips (their first captions),
   each clip itself included, as CSR, scored in row chunks (memory chunk x N).
 """
@@ -92,11 +95,10 @@ def test_relevance(
     score = _scorer(spec)
     rows = captions.parse(texts, spec.spacy_pipeline)
     cols = captions.parse(sents.narration, spec.spacy_pipeline)
-    rel = proxies.relevance(score(rows, cols, groups), sent_rows)
     if spec.own_is_relevant:  # a distinct narration is every clip's it narrates
-        ids = epic100.text_ids([*clips.narration, *sents.narration])
-        own = ids[: len(clips)][:, None] == ids[len(clips) :][None, :]
-        rel[own] = 1.0
+        rel = proxies.own_by_text(score(rows, cols, groups), texts, sents.narration, groups)
+    else:
+        rel = proxies.relevance(score(rows, cols, groups), sent_rows)
     logging.info("relevance: proxy %s (rho %.2f), S = 1 on own captions", r.proxy, r.rho)
     return rel
 

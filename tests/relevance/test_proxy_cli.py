@@ -76,6 +76,8 @@ def test_errors_are_one_line(caption_files, tmp_path):
         ["--proxy", "bow", "--captions", b, "--per-video"],
         ["--proxy", "bow", "--captions", a, "--pipeline", "en_core_web_xx_missing"],
         ["--proxy", "bow", "--captions", a, "--per-video", "--rho", "0"],
+        ["--proxy", "bow", "--captions", a, "--own"],
+        ["--proxy", "bow", "--captions", a, "--columns", b, "--own", "--no-own"],
     ]
     for args in cases:
         r = subprocess.run(
@@ -87,3 +89,45 @@ def test_errors_are_one_line(caption_files, tmp_path):
         assert r.returncode == 2 and r.stderr.startswith("error: "), r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not list(tmp_path.glob("r.npy*"))
+
+
+def test_columns_with_own_captions_by_text(caption_files, tmp_path):
+    a, _ = caption_files
+    cols = tmp_path / "cols.csv"
+    cols.write_text("narration_id,narration\nx_0,mix the soup\nx_1,boil water\nx_2,slice onions\n")
+    out = tmp_path / "bow.npy"
+    argv = ["proxy", "--proxy", "bow", "--captions", a, "--columns", cols, "--out", out]
+    assert relevance_cli.main([str(x) for x in argv]) == 0
+    raw = np.load(out)
+    assert relevance_cli.main([str(x) for x in [*argv, "--own"]]) == 0
+    own = np.load(out)
+    want = raw.copy()
+    want[1, 0] = want[4, 2] = 1.0  # rows 1 and 4 are "mix the soup" and "slice onions"
+    np.testing.assert_array_equal(own, want)
+    assert relevance_cli.main([str(x) for x in [*argv, "--own", "--per-video"]]) == 0
+    per_video = np.load(out)
+    assert per_video.shape == (2, 3)
+    assert per_video[0, 0] == per_video[1, 2] == 1.0 and per_video[0, 2] < 1.0
+    assert per_video[1, 0] < 1.0 and np.all(per_video[:, 1] < 1.0)
+
+
+def test_epic_proxy_with_own_equals_the_runs_test_relevance(epic_dir, tmp_path):
+    """The EK-100 test clips x sentences under BoW with S = 1 on own narrations, by the
+    command line and as a training run's test relevance (the re-scoring job's matrix)."""
+    from jaxsvr.annotations import epic100, load
+    from jaxsvr.relevance import split_relevance
+
+    out = tmp_path / "bow.npy"
+    clips, sents = epic_dir / epic100.TEST_CLIPS, epic_dir / epic100.TEST_SENTENCES
+    argv = ["proxy", "--proxy", "bow", "--captions", clips, "--columns", sents, "--own"]
+    assert relevance_cli.main([str(x) for x in [*argv, "--out", out]]) == 0
+    got = np.load(out)
+    ann = load.epic100_folder(str(epic_dir), "EPIC_100_uda_source_train.csv")
+    spec = split_relevance.RelevanceSpec(proxy="bow", own_is_relevant=True)
+    want = split_relevance.test_relevance(
+        spec, ann.test, ann.sentences, ann.sentence_rows(), ann.clip_texts
+    )
+    assert got.shape == (9668, 3842)
+    np.testing.assert_array_equal(got, want)
+    # every sentence is the own narration of some clip (found by its text)
+    assert np.all((got == 1).any(axis=0))
