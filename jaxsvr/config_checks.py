@@ -108,6 +108,7 @@ NUMBERS: dict[str, Range] = {
     "train.prefetch": COUNT,
     "eval.every_epochs": COUNT,
     "eval.threshold": Range(0, 1, open_low=True),
+    "eval.rescore.threshold": Range(0, 1, open_low=True),
     "eval.chunk": COUNT,
     "eval.text_chunk": COUNT,
     "checkpoint.every_steps": COUNT,

@@ -52,7 +52,7 @@ def one_of(v: dict[str, str], names, default: str) -> str:
 def base() -> ml_collections.ConfigDict:
     """Defaults shared by every training config (published JPoSE/MME settings)."""
     c = ml_collections.ConfigDict()
-    c.job = "train"
+    c.job = "train"  # train | eval (jaxsvr.rescore: a run under every relevance) | eval_demo
     c.seed = 0
     # float32 matmul precision of the jitted programs (jaxsvr.precision): "default" = the
     # backend's (TensorFloat-32 on recent GPUs), "highest" = float32 on every backend
@@ -168,6 +168,13 @@ def base() -> ml_collections.ConfigDict:
     e.text_chunk = 512  # sentences per similarity block (models without dot-product scores)
     e.export_similarity = False  # write test_similarity.npy + test_relevance.npy at the end
     e.oracle_noise = (0.1, 0.3, 1.0)  # eval_demo job only
+    # job=eval (jaxsvr.rescore): a run's test similarity under every relevance
+    e.rescore = ml_collections.ConfigDict()
+    e.rescore.relevances = "class,bow,pos,syn,met"  # comma-separated
+    e.rescore.threshold = 0.5  # positives of the recall bounds: relevance >= it
+    e.rescore.checkpoint = "auto"  # best, latest, auto (best if any) or a step number
+    e.rescore.similarity = ""  # an exported [test clips, sentences] .npy instead
+    e.rescore.write_matrices = False  # also WORKDIR/rescore/{similarity,relevance_*}.npy
 
     c.checkpoint = k = ml_collections.ConfigDict()
     k.every_steps = 1000

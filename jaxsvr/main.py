@@ -3,7 +3,9 @@
 The config (a Python file with `get_config(arg)`, locked so a mistyped key fails at once)
 names the job; overrides like `--config.data.annotations=../shared/data/epic100` change it.
 Jobs: `train` (`jaxsvr.train.train_and_evaluate`: train, evaluate, checkpoint; rerunning
-the command resumes from WORKDIR) and `eval_demo` (evaluation on reference similarities).
+the command resumes from WORKDIR), `eval` (`jaxsvr.rescore`: a trained run's test
+similarity under the class relevance and every caption proxy, with the random baseline)
+and `eval_demo` (evaluation on reference similarities).
 
 Exit codes (docs/failures.md): 0 done; 1 the training diverged (non-finite loss; the
 step is named); 2 bad input, found before anything was written (one line: missing or
@@ -29,7 +31,7 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for metrics, config.json, checkpoints.")
 flags.mark_flags_as_required(["config", "workdir"])
 
-JOBS = ("train", "eval_demo")
+JOBS = ("train", "eval", "eval_demo")
 EXIT_DIVERGED, EXIT_BAD_INPUT = 1, 2
 EXIT_FAILED = 1  # an unexpected error in a multi-process run (its traceback is logged)
 
@@ -54,6 +56,10 @@ def main(argv: list[str]) -> None:
             from jaxsvr import train
 
             train.train_and_evaluate(config, _WORKDIR.value)
+        elif config.job == "eval":
+            from jaxsvr import rescore
+
+            rescore.run(config, _WORKDIR.value)
         elif config.job == "eval_demo":
             from jaxsvr import eval_demo
 

@@ -42,6 +42,7 @@ RANKS = {
             "eval_demo",
             "retrieval",
             "retrieve",
+            "rescore",
             "contra_analysis",
             "mining_analysis",
             "plot",

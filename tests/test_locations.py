@@ -12,9 +12,9 @@ import pathlib
 
 import numpy as np
 import pytest
+from kitchen_files import write_epic_folder
 from train_runs import final, jsonl, run_main, train_losses
 
-from jaxsvr.annotations import epic100, kitchen
 from jaxsvr.errors import InputError
 from jaxsvr.files import arrays, locations
 from jaxsvr.inputs import features
@@ -122,47 +122,13 @@ def test_metric_writer_stages_and_copies_to_a_url_workdir(tmp_path):
 # --- a run on file:// URLs -----------------------------------------------------------------
 
 
-def _timestamp(seconds: float) -> str:
-    return f"{int(seconds // 3600):02d}:{int(seconds % 3600 // 60):02d}:{seconds % 60:05.2f}"
-
-
-def _clips_csv(clips) -> str:
-    lines = [",".join((*epic100.CLIP_COLUMNS, "start_timestamp", "stop_timestamp"))]
-    for i in range(len(clips)):
-        nouns = clips.noun_classes[i]
-        lines.append(
-            ",".join(
-                (
-                    clips.narration_id[i],
-                    clips.video_id[i],
-                    clips.narration[i],
-                    clips.verb[i],
-                    str(clips.verb_classes[i][0]),
-                    clips.nouns[i][0],
-                    str(nouns[0]),
-                    '"' + str(list(clips.nouns[i])) + '"',
-                    '"' + str(list(nouns)) + '"',
-                    _timestamp(clips.start_s[i]),
-                    _timestamp(clips.stop_s[i]),
-                )
-            )
-        )
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """An EPIC-100 annotation folder (the built-in kitchen clips as CSVs) and features."""
     root = tmp_path_factory.mktemp("store")
     (root / "epic").mkdir()
     (root / "feats").mkdir()
-    train, _ = kitchen.generate(6, 20, 0, split="train")
-    test, sents = kitchen.generate(3, 20, 0, split="test")
-    (root / "epic" / epic100.TRAIN_CLIPS).write_text(_clips_csv(train))
-    (root / "epic" / epic100.TEST_CLIPS).write_text(_clips_csv(test))
-    rows = zip(sents.narration_id, sents.narration, strict=True)
-    text = "narration_id,narration\n" + "".join(f"{n},{s}\n" for n, s in rows)
-    (root / "epic" / epic100.TEST_SENTENCES).write_text(text)
+    train, test, _ = write_epic_folder(root / "epic")
     rng = np.random.default_rng(1)
     np.save(root / "feats" / "train.npy", rng.normal(size=(len(train), 32)).astype(np.float32))
     np.save(root / "feats" / "test.npy", rng.normal(size=(len(test), 32)).astype(np.float32))
