@@ -32,14 +32,10 @@ difference, never a fallback.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
-import os
-import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +45,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
+from jaxsvr.checkpoint_noise import quiet_abandoned_reads
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
 
@@ -107,6 +104,11 @@ class Checkpointer:
             item_handlers=ocp.StandardCheckpointHandler(),
         )
         self.best = None
+        self.mode = mode
+        # the best state so far: its step and the metrics saved with it (best/'s metrics
+        # file: `metric`, and what `save_best` was given as `extra`)
+        self.best_step: int | None = None
+        self.best_record: dict[str, float] = {}
         if metric:
             self._screen("best", metric=metric)
             self.best = ocp.CheckpointManager(
@@ -136,6 +138,7 @@ class Checkpointer:
         if self.best is not None:
             for step in self.best.all_steps():
                 self._restore(self.best, step, abstract)
+            self._read_best()
         for step in sorted(self.latest.all_steps(), reverse=True):
             restored = self._restore(self.latest, step, abstract)
             if restored is not None:
@@ -161,17 +164,37 @@ class Checkpointer:
         if self.latest.latest_step() != step:
             self.latest.save(step, args=ocp.args.StandardSave(state), force=True)
 
-    def save_best(self, step: int, state: Any, metrics: dict[str, float]) -> None:
+    def save_best(
+        self, step: int, state: Any, metrics: dict[str, float], extra: dict | None = None
+    ) -> None:
+        """Saves `state` as best/ when its `metrics[metric]` beats the best so far (ties
+        keep the earlier state), with `extra` numbers in its metrics file."""
         if self.best is None or metrics.get(self.metric) is None:
             return
         if step in self.best.all_steps():  # re-evaluated after a resume: already saved
             return
-        self.best.save(
-            step,
-            args=ocp.args.StandardSave(state),
-            metrics={self.metric: float(metrics[self.metric])},
-            force=True,
-        )
+        value = float(metrics[self.metric])
+        if self.best_record:
+            previous = self.best_record[self.metric]
+            if not (value > previous if self.mode == "max" else value < previous):
+                return
+        record = {self.metric: value}
+        record.update({k: float(v) for k, v in (extra or {}).items() if isinstance(v, int | float)})
+        self.best.save(step, args=ocp.args.StandardSave(state), metrics=record, force=True)
+        self.best_step, self.best_record = step, record
+
+    def _read_best(self) -> None:
+        """`best_step` and `best_record` from the best/ folder left after screening."""
+        steps = self.best.all_steps()
+        if not steps:
+            return
+        step = max(steps)
+        path = self.workdir / "best" / str(step) / "metrics" / "metrics"
+        try:
+            record = json.loads(path.read_bytes())
+            self.best_step, self.best_record = step, {k: float(v) for k, v in record.items()}
+        except (OSError, ValueError, TypeError):  # screened already; unreadable now: none
+            self.best_step, self.best_record = None, {}
 
     def close(self) -> None:
         for manager in (self.latest, self.best):
@@ -263,7 +286,7 @@ def _read(manager: ocp.CheckpointManager, step: int, abstract: Any, path: Path) 
     InputError when it holds another state than `abstract`."""
     # Before the first read: a failed read's siblings can report into orbax's closed event
     # loop from tensorstore threads before the failure even reaches the except clauses.
-    _quiet_abandoned_reads()
+    quiet_abandoned_reads()
     try:
         saved = manager.item_metadata(step)
         saved = {m.name: (tuple(m.shape), np.dtype(m.dtype)) for m in jax.tree.leaves(saved)}
@@ -315,73 +338,6 @@ def _reason(e: BaseException) -> str:
     text = lines[0] if lines else ""
     text = text if len(text) <= 200 else text[:197] + "..."
     return f"{type(root).__name__}: {text}" if text else type(root).__name__
-
-
-def _quiet_abandoned_reads() -> None:
-    """Drops the noise of the reads orbax abandons when one read of a checkpoint fails.
-
-    The others are still in flight on tensorstore threads; when they finish, into an event
-    loop orbax has closed, or when their coroutines are finalised, their errors reach
-    `sys.unraisablehook`, which prints tens of tracebacks although nothing is wrong any
-    more. The hooks installed here (once per process, before the first checkpoint read, as
-    those threads can report before the failed read returns) drop exactly those and pass
-    every other exception on.
-    """
-    previous = sys.unraisablehook
-    if getattr(previous, "jaxsvr_quiet", False):
-        return
-
-    def hook(unraisable: Any) -> None:
-        error, obj = unraisable.exc_value, unraisable.object
-        code = getattr(obj, "cr_code", None)  # a coroutine finalised with its exception
-        if not (_closed_loop(error) or (code is not None and "orbax" in code.co_filename)):
-            previous(unraisable)
-
-    hook.jaxsvr_quiet = True
-    sys.unraisablehook = hook
-    # A tensorstore thread that posts a finished read to the closed loop gets the error
-    # from asyncio's call_soon_threadsafe and prints it with PyErr_Print, which goes
-    # through sys.excepthook: dropped when every frame of its traceback is asyncio's.
-    previous_excepthook = sys.excepthook
-
-    def excepthook(kind: type, error: BaseException, tb: Any) -> None:
-        if not (_closed_loop(error) and tb is not None and _asyncio_only(tb)):
-            previous_excepthook(kind, error, tb)
-
-    sys.excepthook = excepthook
-    # A read future that fails after orbax stopped waiting reaches asyncio's default
-    # handler instead, as one "<class> exception was never retrieved" error with traceback.
-    logging.getLogger("asyncio").addFilter(_AbandonedReadFilter())
-
-
-def _closed_loop(error: BaseException) -> bool:
-    return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
-
-
-def _asyncio_only(tb: Any) -> bool:
-    """Every frame of traceback `tb` is in the asyncio package (a call from C into it)."""
-    folder = os.path.dirname(asyncio.__file__) + os.sep
-    frames = traceback.extract_tb(tb)
-    return bool(frames) and all(f.filename.startswith(folder) for f in frames)
-
-
-class _AbandonedReadFilter(logging.Filter):
-    """Drops asyncio's report of a failed checkpoint read nobody waits for any more."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        first = message.split("\n", 1)[0]
-        # asyncio names the class: Future, Task (an array read), _GatheringFuture (its parts)
-        never_retrieved = first.endswith(" exception was never retrieved")
-        return not (never_retrieved and (_from_orbax(record.exc_info) or "orbax" in message))
-
-
-def _from_orbax(exc_info: Any) -> bool:
-    """The exception of a log record's `exc_info` was raised in orbax's code."""
-    error = exc_info[1] if exc_info else None
-    if not isinstance(error, BaseException) or error.__traceback__ is None:
-        return False
-    return any("orbax" in f.filename for f in traceback.extract_tb(error.__traceback__))
 
 
 def _everywhere(ok: bool) -> bool:

@@ -82,6 +82,10 @@ NUMBERS: dict[str, Range] = {
     "data.test_videos": COUNT,
     "data.clips_per_video": COUNT,
     "data.seed": SEED,
+    "data.val_videos": NON_NEGATIVE_INT,
+    "data.val_fraction": Range(0, 1, open_high=True),
+    "data.val_seed": SEED,
+    "train.early_stop_evals": NON_NEGATIVE_INT,
     "data.feature_seed": SEED,
     "data.relevance.rho": Range(0, 1, open_low=True),
     "data.segments": NON_NEGATIVE_INT,
@@ -187,6 +191,23 @@ def check_train(config: ml_collections.ConfigDict) -> None:
             raise InputError(
                 f"config.checkpoint.best_metric = {best!r} but config.eval.report_map is "
                 "False: choose the best checkpoint on a reported metric (e.g. ndcg_avg)"
+            )
+    d = config.data
+    if d.val_videos and d.val_fraction:
+        raise InputError(
+            f"config.data.val_videos = {d.val_videos} and config.data.val_fraction = "
+            f"{d.val_fraction}: give one of them (the other 0)"
+        )
+    if config.train.early_stop_evals:
+        if not (d.val_videos or d.val_fraction):
+            raise InputError(
+                "config.train.early_stop_evals needs a validation split (stopping on the test "
+                "split would select on it): set config.data.val_fraction or val_videos"
+            )
+        if not best:
+            raise InputError(
+                "config.train.early_stop_evals stops on config.checkpoint.best_metric, which "
+                "is '': name a metric (e.g. ndcg_avg)"
             )
 
 

@@ -75,6 +75,11 @@ def base() -> ml_collections.ConfigDict:
     # multi-caption train videos (MSR-VTT): "all" = each caption a training pair (the
     # papers' way), "first" = one pair per video, its first caption
     d.train_captions = "all"
+    # validation split carved from the training videos (jaxsvr.inputs.validation): it picks
+    # best/ and early stops; val_videos videos or val_fraction of them (one of the two)
+    d.val_videos = 0
+    d.val_fraction = 0.0
+    d.val_seed = 0
     # relevance in batch losses: "video" (each row's clip classes on both sides) or
     # "caption" (videos' classes against each caption's own: multi-caption videos)
     d.train_relevance = "video"
@@ -150,6 +155,8 @@ def base() -> ml_collections.ConfigDict:
     t.batch_size = 64  # anchors
     t.num_epochs = 100
     t.max_steps = 0  # > 0: train exactly this many steps instead of num_epochs epochs
+    # > 0: stop when the validation best_metric has not improved for this many evaluations
+    t.early_stop_evals = 0
     t.log_every_steps = 50
     t.prefetch = 2
     t.gather = "device"  # train features on the devices, gathered in the step; or "host"

@@ -14,8 +14,9 @@
 2. Relevance (`jaxsvr.relevance`): the [test clips, sentences] matrix under
    `relevance_spec(config.data)` (EPIC class relevance or a caption proxy).
 3. Inputs (`jaxsvr.inputs`): vocabulary, token ids, role graphs, caption and video
-   features of both splits (`splits.build`), then the model's view of them
-   (`ModelInputs`: tables, windows, gathering).
+   features of both splits (`splits.build`), a validation split carved from the training
+   videos when `config.data.val_videos` or `val_fraction` asks (`validation.carve`), then
+   the model's view of them (`ModelInputs`: tables, windows, gathering).
 4. The model (`jaxsvr.models`) and the objective (`jaxsvr.objectives`, which owns its
    sampler from `jaxsvr.sampling`).
 
@@ -37,6 +38,7 @@ from jaxsvr.annotations.captioned import CaptionedVideos
 from jaxsvr.annotations.load import Annotations
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import splits as splits_lib
+from jaxsvr.inputs import validation
 from jaxsvr.inputs.model_inputs import ModelInputs
 from jaxsvr.relevance import caption_classes, split_relevance
 from jaxsvr.relevance.split_relevance import RelevanceSpec
@@ -58,6 +60,14 @@ def build(config: ml_collections.ConfigDict) -> Run:
     fields = models.model_class(config.model.name).text_fields
     splits = load_splits(config.data, fields)
     config_checks.check_data(config, splits, fields)  # before anything is written
+    d = config.data
+    splits = validation.carve(
+        splits,
+        videos=d.val_videos,
+        fraction=d.val_fraction,
+        seed=d.val_seed,
+        spec=relevance_spec(d),
+    )
     model = models.build(config, len(splits.vocab), splits.video_dim, **splits.dims)
     objective = objectives.build(config, splits.train, model, relevance_spec(config.data))
     train = splits.train

@@ -67,6 +67,7 @@ from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 from jaxsvr.inputs import text
 from jaxsvr.inputs.model_inputs import gather_device, test_inputs
 from jaxsvr.metric_writers import MetricWriter
+from jaxsvr.selection import Selection
 from jaxsvr.train_monitor import Timer, VanishedGradients
 from jaxsvr.workdir import Workdir, atomic_write, write_text
 
@@ -153,22 +154,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
         state = restored
     start_step = int(jax.device_get(state.step))
     writer = MetricWriter(workdir, enabled=lead, resume_step=start_step if resumed else None)
-    test_video, test_text, test_windows = test_inputs(model, splits.test)
-    narration = config.eval.positives == "narration"
-    evaluator = RetrievalEvaluator(
-        model,
-        test_video,
-        test_text,
-        splits.test.relevance,
-        mesh,
-        video_windows=test_windows,
-        instance=splits.test.instance_relevance() if narration else None,
-        chunk=config.eval.chunk,
-        text_chunk=config.eval.text_chunk,
-        threshold=config.eval.threshold,
-        backend=config.eval.backend,
-        report_map=config.eval.report_map,
-    )
+    evaluator = _evaluator(config, model, splits.test, mesh)
+    val_evaluator = None if splits.val is None else _evaluator(config, model, splits.val, mesh)
+    selection = Selection(config, ckpt, val_evaluator is not None)
     gather = config.train.gather
     source = input_pipeline.BatchSource(
         objective, run.train_inputs, batch_size, steps_per_epoch, gather
@@ -187,6 +175,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
         donate_argnums=0,
     )
     eval_every = config.eval.every_epochs * steps_per_epoch
+    selection.eval_every = eval_every
     export = workdir if lead and config.eval.export_similarity else None
     log_every = config.train.log_every_steps
     pending: list[tuple[int, dict]] = []
@@ -197,8 +186,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     prefetch = input_pipeline.Prefetch(
         source, mesh, start_step, total_steps, depth=config.train.prefetch
     )
+    stopped = selection.stopped(start_step) if resumed else False
     try:
-        for step in range(start_step + 1, total_steps + 1):
+        for step in range(start_step + 1, 0 if stopped else total_steps + 1):
             batch = prefetch.next(timer)
             state, metrics = step_program(state, tables, batch)
             pending.append((step, metrics))
@@ -210,20 +200,28 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
                     writer.write_scalars(step, {f"train/{k}": v for k, v in scalars.items()})
                     writer.flush()
                     timer.log(step, steps_per_epoch, scalars)
+            stop = False
             if step % eval_every == 0 or done:
+                val = val_evaluator and _evaluate(val_evaluator, state, step, writer, "val")
                 final = _evaluate(evaluator, state, step, writer, export=export if done else None)
-                ckpt.save_best(step, state, final)
-            if ckpt.should_save(step) or done:
+                selection.see(step, state, final, val)
+                stop = not done and selection.stopped(step)
+            if ckpt.should_save(step) or done or stop:
                 ckpt.save(step, state)
                 last_saved = step
+            if stop:
+                break
     finally:
         prefetch.close()
         ckpt.close()
     if final is None:  # resumed a finished run: evaluate its final state again
+        val = val_evaluator and _evaluate(val_evaluator, state, start_step, writer, "val")
         final = _evaluate(evaluator, state, start_step, writer, export=export)
         final.update(_previous_summary(workdir / "metrics.json") or timer.summary())
+        selection.final_val = val  # best/ was decided when that state was first evaluated
     else:
         final.update(timer.summary())
+    final.update(selection.report())
     writer.close()
     if lead:
         write_text(workdir / "metrics.json", json.dumps(final, indent=1) + "\n")
@@ -317,8 +315,31 @@ def _drain(pending: list, last_saved: int | None, vanished: VanishedGradients) -
     return {k: float(np.mean([m[k] for _, m in host])) for k in host[0][1]}
 
 
-def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) -> dict:
-    """Test metrics of `state`; with `export` (a workdir) also writes the test similarity
+def _evaluator(config, model, split, mesh) -> RetrievalEvaluator:
+    """The evaluator of a test-like split (the test split, or the validation split)."""
+    video, text, windows = test_inputs(model, split)
+    narration = config.eval.positives == "narration"
+    return RetrievalEvaluator(
+        model,
+        video,
+        text,
+        split.relevance,
+        mesh,
+        video_windows=windows,
+        instance=split.instance_relevance() if narration else None,
+        chunk=config.eval.chunk,
+        text_chunk=config.eval.text_chunk,
+        threshold=config.eval.threshold,
+        backend=config.eval.backend,
+        report_map=config.eval.report_map,
+    )
+
+
+def _evaluate(
+    evaluator, state, step: int, writer: MetricWriter, split: str = "test", export=None
+) -> dict:
+    """Metrics of `state` on `split` ("test" or "val"), written as `<split>/` scalars and
+    logged; with `export` (a workdir) also writes the test similarity
     and relevance there (`test_similarity.npy`, `test_relevance.npy`, float32
     [videos, sentences]) for `python -m jaxsvr.evaluate` ensembles, and with
     `eval.positives=narration` the single-instance positives (`test_instance.npy`: its
@@ -331,7 +352,7 @@ def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) ->
             _write_npy(export / "test_instance.npy", evaluator.instance)
         logging.info("wrote %s and test_relevance.npy", export / "test_similarity.npy")
     scalars = {
-        f"test/{k}": v
+        f"{split}/{k}": v
         for k, v in metrics.items()
         if isinstance(v, (int, float))
         and v is not None
@@ -340,7 +361,8 @@ def _evaluate(evaluator, state, step: int, writer: MetricWriter, export=None) ->
     writer.write_scalars(step, scalars)
     writer.flush()
     logging.info(
-        "eval step %d: nDCG %.4f  mAP %s  R@1/5/10 t2v %.1f/%.1f/%.1f  RSum %.1f  (%.1fs)",
+        "%s step %d: nDCG %.4f  mAP %s  R@1/5/10 t2v %.1f/%.1f/%.1f  RSum %.1f  (%.1fs)",
+        "eval" if split == "test" else split,
         step,
         metrics["ndcg_avg"],
         f"{metrics['map_avg']:.4f}" if "map_avg" in metrics else "(not reported)",

@@ -241,13 +241,13 @@ def test_abandoned_reads_into_a_closed_loop_are_dropped_and_nothing_else(monkeyp
     import logging
     import sys
 
-    from jaxsvr import checkpoint
+    from jaxsvr import checkpoint_noise
 
     printed = []
     monkeypatch.setattr(sys, "excepthook", lambda kind, error, tb: printed.append(error))
     monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: None)
     monkeypatch.setattr(logging.getLogger("asyncio"), "filters", [])
-    checkpoint._quiet_abandoned_reads()
+    checkpoint_noise.quiet_abandoned_reads()
 
     loop = asyncio.new_event_loop()
     loop.close()
@@ -271,13 +271,13 @@ def test_abandoned_read_reports_from_asyncio_are_dropped_and_nothing_else(monkey
     collected, as "<class> exception was never retrieved"; only those are dropped."""
     import logging
 
-    from jaxsvr import checkpoint
+    from jaxsvr import checkpoint_noise
 
     logger = logging.getLogger("asyncio")
     monkeypatch.setattr(logger, "filters", [])
-    checkpoint._quiet_abandoned_reads()
+    checkpoint_noise.quiet_abandoned_reads()
     if not logger.filters:  # hooks already installed in this process: add the filter alone
-        logger.addFilter(checkpoint._AbandonedReadFilter())
+        logger.addFilter(checkpoint_noise._AbandonedReadFilter())
     kept = []
 
     class Keep(logging.Handler):

@@ -32,7 +32,16 @@ RANKS = {
     "objectives": 7,
     "evaluation": 8,
     **dict.fromkeys(
-        ("optim", "checkpoint", "metric_writers", "train_monitor", "input_pipeline"), 9
+        (
+            "optim",
+            "checkpoint",
+            "checkpoint_noise",
+            "selection",
+            "metric_writers",
+            "train_monitor",
+            "input_pipeline",
+        ),
+        9,
     ),
     **dict.fromkeys(("pipeline", "config_checks", "configs"), 10),
     **dict.fromkeys(

@@ -83,6 +83,7 @@ class Splits:
     vocab: text.Vocabulary
     num_verbs: int
     num_nouns: int
+    val: TestSplit | None = None  # carved from the training videos (inputs.validation)
 
     @property
     def video_dim(self) -> int:
