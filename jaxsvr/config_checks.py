@@ -104,6 +104,7 @@ NUMBERS: dict[str, Range] = {
     "optimizer.weight_decay": NON_NEGATIVE,
     "optimizer.warmup_steps": NON_NEGATIVE_INT,
     "optimizer.warmup_fraction": FRACTION,
+    "optimizer.final_lr": NON_NEGATIVE,
     "optimizer.grad_clip": NON_NEGATIVE,
     "train.batch_size": COUNT,
     "train.num_epochs": COUNT,
@@ -140,6 +141,7 @@ LOSS_KEYWORDS: dict[str, Range] = {
     "margin_neg": NON_NEGATIVE,
     "fixed_margin": NON_NEGATIVE,
     "tau": Range(0, 1, open_low=True),
+    "relax": NON_NEGATIVE,
     "alpha": POSITIVE,
     "beta": POSITIVE,
 }

@@ -149,6 +149,7 @@ def base() -> ml_collections.ConfigDict:
     o.schedule = "constant"
     o.warmup_steps = 0
     o.warmup_fraction = 0.0  # > 0: warm-up over this share of the run (not warmup_steps)
+    o.final_lr = 0.0  # warmup_cosine: the floor the cosine decays to
     o.grad_clip = 0.0
 
     c.train = t = ml_collections.ConfigDict()
@@ -157,6 +158,9 @@ def base() -> ml_collections.ConfigDict:
     t.max_steps = 0  # > 0: train exactly this many steps instead of num_epochs epochs
     # > 0: stop when the validation best_metric has not improved for this many evaluations
     t.early_stop_evals = 0
+    # a run's workdir (its best checkpoint, else its latest) or a checkpoint step folder:
+    # a new run starts from its parameters (not its optimizer state); "" = initialisation
+    t.init_from = ""
     t.log_every_steps = 50
     t.prefetch = 2
     t.gather = "device"  # train features on the devices, gathered in the step; or "host"

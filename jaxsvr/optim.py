@@ -2,9 +2,10 @@
 
 Keys: `name` (sgd | adam | adamw), `lr`, `momentum` (sgd), `weight_decay` (adamw),
 `schedule` (constant | cosine | warmup_linear: linear warm-up over `warmup_steps`, or
-over `warmup_fraction` of the run when that is > 0, then linear decay to 0), `grad_clip`
-(global norm; 0 = off). Published JPoSE/MME: SGD, lr 0.01, momentum 0.9; ConTra: Adam
-1e-4, warmup_linear.
+over `warmup_fraction` of the run when that is > 0, then linear decay to 0 |
+warmup_cosine: the same warm-up, then cosine decay to the floor `final_lr`, the recipe of
+the SMS paper's ensemble members), `grad_clip` (global norm; 0 = off). Published
+JPoSE/MME: SGD, lr 0.01, momentum 0.9; ConTra: Adam 1e-4, warmup_linear.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ OPTIMIZERS = {
     "adamw": lambda lr, c: optax.adamw(lr, weight_decay=c.weight_decay),
 }
 NAMES = tuple(OPTIMIZERS)
-SCHEDULES = ("constant", "cosine", "warmup_linear")
+SCHEDULES = ("constant", "cosine", "warmup_linear", "warmup_cosine")
 
 
 def schedule(config: ml_collections.ConfigDict, total_steps: int) -> optax.Schedule:
@@ -30,11 +31,20 @@ def schedule(config: ml_collections.ConfigDict, total_steps: int) -> optax.Sched
         return optax.constant_schedule(config.lr)
     if kind == "cosine":
         return optax.cosine_decay_schedule(config.lr, max(total_steps, 1))
+    warm = config.warmup_steps
+    if config.warmup_fraction > 0:
+        warm = round(config.warmup_fraction * total_steps)
+    warm = min(warm, total_steps)
+    if kind == "warmup_cosine":
+        if config.final_lr > config.lr:
+            raise InputError(
+                f"config.optimizer.final_lr = {config.final_lr} is above config.optimizer.lr = "
+                f"{config.lr}: the cosine decays from lr down to final_lr"
+            )
+        return optax.warmup_cosine_decay_schedule(
+            0.0, config.lr, max(warm, 1), max(total_steps, warm + 1), end_value=config.final_lr
+        )
     if kind == "warmup_linear":
-        warm = config.warmup_steps
-        if config.warmup_fraction > 0:
-            warm = round(config.warmup_fraction * total_steps)
-        warm = min(warm, total_steps)
         return optax.join_schedules(
             [
                 optax.linear_schedule(0.0, config.lr, max(warm, 1)),

@@ -77,7 +77,7 @@ class TrainedRun:
         vocab = Vocabulary.from_json(vocab_path.read_text(), source=str(vocab_path))
         found = find_checkpoint(workdir, checkpoint)
         logging.info("retrieval: %s, checkpoint %s/%d", workdir, found.kind, found.step)
-        return cls(workdir, config, vocab, found, _restore_params(found))
+        return cls(workdir, config, vocab, found, restore_params(found))
 
 
 def find_checkpoint(workdir, which: str = "auto") -> Checkpoint:
@@ -120,7 +120,7 @@ def _steps(folder) -> list[int]:
     return [int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.is_dir()]
 
 
-def _restore_params(found: Checkpoint) -> Any:
+def restore_params(found: Checkpoint) -> Any:
     import orbax.checkpoint as ocp
 
     try:

@@ -60,16 +60,26 @@ import ml_collections
 import numpy as np
 import optax
 
-from jaxsvr import config_checks, input_pipeline, objectives, optim, parallel, pipeline, precision
+from jaxsvr import (
+    config_checks,
+    input_pipeline,
+    objectives,
+    optim,
+    parallel,
+    pipeline,
+    precision,
+    train_evaluation,
+    warm_start,
+)
 from jaxsvr.checkpoint import Checkpointer, all_finite
 from jaxsvr.errors import InputError
-from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 from jaxsvr.inputs import text
-from jaxsvr.inputs.model_inputs import gather_device, test_inputs
+from jaxsvr.inputs.model_inputs import gather_device
 from jaxsvr.metric_writers import MetricWriter
 from jaxsvr.selection import Selection
+from jaxsvr.train_evaluation import evaluate
 from jaxsvr.train_monitor import Timer, VanishedGradients
-from jaxsvr.workdir import Workdir, atomic_write, write_text
+from jaxsvr.workdir import Workdir, write_text
 
 
 class TrainingDiverged(RuntimeError):
@@ -135,6 +145,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
 
     rep = parallel.replicated(mesh)
     state = init_state(config, model, tx, run, rep)
+    init_from = config.train.init_from
+    start_params = warm_start.load(init_from, state.params) if init_from else None
     state_sharding = jax.tree.map(lambda _: rep, state)
     # Every check passed: the run starts, under the workdir's lock. The restore comes
     # before config.json so that a checkpoint of another model (InputError) leaves it as is.
@@ -152,10 +164,15 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     resumed = restored is not None
     if resumed:
         state = restored
+    elif start_params is not None:  # another run's parameters, a fresh optimizer state
+        params = jax.device_put(start_params, rep)
+        state = TrainState(state.step, params, jax.jit(tx.init, out_shardings=rep)(params))
     start_step = int(jax.device_get(state.step))
     writer = MetricWriter(workdir, enabled=lead, resume_step=start_step if resumed else None)
-    evaluator = _evaluator(config, model, splits.test, mesh)
-    val_evaluator = None if splits.val is None else _evaluator(config, model, splits.val, mesh)
+    evaluator = train_evaluation.evaluator(config, model, splits.test, mesh)
+    val_evaluator = (
+        None if splits.val is None else train_evaluation.evaluator(config, model, splits.val, mesh)
+    )
     selection = Selection(config, ckpt, val_evaluator is not None)
     gather = config.train.gather
     source = input_pipeline.BatchSource(
@@ -202,8 +219,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
                     timer.log(step, steps_per_epoch, scalars)
             stop = False
             if step % eval_every == 0 or done:
-                val = val_evaluator and _evaluate(val_evaluator, state, step, writer, "val")
-                final = _evaluate(evaluator, state, step, writer, export=export if done else None)
+                val = val_evaluator and evaluate(val_evaluator, state, step, writer, "val")
+                final = evaluate(evaluator, state, step, writer, export=export if done else None)
                 selection.see(step, state, final, val)
                 stop = not done and selection.stopped(step)
             if ckpt.should_save(step) or done or stop:
@@ -215,8 +232,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
         prefetch.close()
         ckpt.close()
     if final is None:  # resumed a finished run: evaluate its final state again
-        val = val_evaluator and _evaluate(val_evaluator, state, start_step, writer, "val")
-        final = _evaluate(evaluator, state, start_step, writer, export=export)
+        val = val_evaluator and evaluate(val_evaluator, state, start_step, writer, "val")
+        final = evaluate(evaluator, state, start_step, writer, export=export)
         final.update(_previous_summary(workdir / "metrics.json") or timer.summary())
         selection.final_val = val  # best/ was decided when that state was first evaluated
     else:
@@ -313,71 +330,6 @@ def _drain(pending: list, last_saved: int | None, vanished: VanishedGradients) -
             )
         vanished.see(step, float(loss), float(m["grad_norm"]))
     return {k: float(np.mean([m[k] for _, m in host])) for k in host[0][1]}
-
-
-def _evaluator(config, model, split, mesh) -> RetrievalEvaluator:
-    """The evaluator of a test-like split (the test split, or the validation split)."""
-    video, text, windows = test_inputs(model, split)
-    narration = config.eval.positives == "narration"
-    return RetrievalEvaluator(
-        model,
-        video,
-        text,
-        split.relevance,
-        mesh,
-        video_windows=windows,
-        instance=split.instance_relevance() if narration else None,
-        chunk=config.eval.chunk,
-        text_chunk=config.eval.text_chunk,
-        threshold=config.eval.threshold,
-        backend=config.eval.backend,
-        report_map=config.eval.report_map,
-    )
-
-
-def _evaluate(
-    evaluator, state, step: int, writer: MetricWriter, split: str = "test", export=None
-) -> dict:
-    """Metrics of `state` on `split` ("test" or "val"), written as `<split>/` scalars and
-    logged; with `export` (a workdir) also writes the test similarity
-    and relevance there (`test_similarity.npy`, `test_relevance.npy`, float32
-    [videos, sentences]) for `python -m jaxsvr.evaluate` ensembles, and with
-    `eval.positives=narration` the single-instance positives (`test_instance.npy`: its
-    R@K / RSum are those evaluated against it)."""
-    metrics = evaluator(state.params, with_similarity=export is not None)
-    if export is not None:
-        _write_npy(export / "test_similarity.npy", metrics.pop("similarity"))
-        _write_npy(export / "test_relevance.npy", evaluator.relevance)
-        if evaluator.instance is not None:  # the positives of the single-instance recalls
-            _write_npy(export / "test_instance.npy", evaluator.instance)
-        logging.info("wrote %s and test_relevance.npy", export / "test_similarity.npy")
-    scalars = {
-        f"{split}/{k}": v
-        for k, v in metrics.items()
-        if isinstance(v, (int, float))
-        and v is not None
-        and not k.removeprefix("class_").startswith(("n_", "excl"))
-    }
-    writer.write_scalars(step, scalars)
-    writer.flush()
-    logging.info(
-        "%s step %d: nDCG %.4f  mAP %s  R@1/5/10 t2v %.1f/%.1f/%.1f  RSum %.1f  (%.1fs)",
-        "eval" if split == "test" else split,
-        step,
-        metrics["ndcg_avg"],
-        f"{metrics['map_avg']:.4f}" if "map_avg" in metrics else "(not reported)",
-        metrics["r1_t2v"],
-        metrics["r5_t2v"],
-        metrics["r10_t2v"],
-        metrics["rsum"],
-        metrics["eval_seconds"],
-    )
-    return {"step": step, **metrics}
-
-
-def _write_npy(path: Path, array: np.ndarray) -> None:
-    """Writes float32 .npy whole (`workdir.atomic_write`)."""
-    atomic_write(path, lambda f: np.save(f, np.asarray(array, np.float32)))
 
 
 def _previous_summary(path: Path) -> dict | None:

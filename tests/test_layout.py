@@ -43,7 +43,7 @@ RANKS = {
         ),
         9,
     ),
-    **dict.fromkeys(("pipeline", "config_checks", "configs"), 10),
+    **dict.fromkeys(("pipeline", "config_checks", "configs", "train_evaluation"), 10),
     **dict.fromkeys(
         (
             "train",
@@ -52,6 +52,7 @@ RANKS = {
             "retrieval",
             "retrieve",
             "rescore",
+            "warm_start",
             "contra_analysis",
             "mining_analysis",
             "plot",

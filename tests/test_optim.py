@@ -1,4 +1,5 @@
-"""Learning-rate schedules: linear warm-up then decay, by steps or by a share of the run."""
+"""Learning-rate schedules: linear warm-up then linear or cosine decay, by steps or by a share
+of the run."""
 
 import pytest
 
@@ -8,7 +9,8 @@ from jaxsvr.errors import InputError
 
 def schedule(**kw):
     c = configs.base().optimizer
-    c.update(lr=1.0, schedule="warmup_linear", **kw)
+    c.update(lr=1.0, schedule="warmup_linear")
+    c.update(**kw)
     return optim.schedule(c, total_steps=100)
 
 
@@ -28,3 +30,12 @@ def test_constant_and_unknown():
     c.schedule = "step"
     with pytest.raises(InputError, match="schedule"):
         optim.schedule(c, 10)
+
+
+def test_warmup_then_cosine_to_a_floor():
+    # 20 warm-up steps of 100, then a cosine from 1 to 0.1: halfway (step 60) at 0.55
+    lr = schedule(schedule="warmup_cosine", warmup_fraction=0.2, final_lr=0.1)
+    got = [float(lr(s)) for s in (0, 10, 20, 60, 100, 150)]
+    assert got == pytest.approx([0, 0.5, 1, 0.55, 0.1, 0.1])
+    with pytest.raises(InputError, match="final_lr = 2.0 is above"):
+        schedule(schedule="warmup_cosine", final_lr=2.0)

@@ -1,0 +1,84 @@
+"""The trainer's evaluations: an evaluator per test-like split, and one evaluation logged,
+written as scalars and (at the end, when asked) exported.
+
+`evaluator(config, model, split, mesh)` builds the `RetrievalEvaluator` of the test split
+or of the validation split (`config.eval`: chunks, positives, threshold, backend, mAP);
+`evaluate(...)` runs it on a state and writes `<split>/` scalars to the run's writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from jaxsvr.evaluation.evaluator import RetrievalEvaluator
+from jaxsvr.inputs.model_inputs import test_inputs
+from jaxsvr.metric_writers import MetricWriter
+from jaxsvr.workdir import atomic_write
+
+
+def evaluator(config, model, split, mesh) -> RetrievalEvaluator:
+    """The evaluator of a test-like split (the test split, or the validation split)."""
+    video, text, windows = test_inputs(model, split)
+    narration = config.eval.positives == "narration"
+    return RetrievalEvaluator(
+        model,
+        video,
+        text,
+        split.relevance,
+        mesh,
+        video_windows=windows,
+        instance=split.instance_relevance() if narration else None,
+        chunk=config.eval.chunk,
+        text_chunk=config.eval.text_chunk,
+        threshold=config.eval.threshold,
+        backend=config.eval.backend,
+        report_map=config.eval.report_map,
+    )
+
+
+def evaluate(
+    evaluator, state, step: int, writer: MetricWriter, split: str = "test", export=None
+) -> dict:
+    """Metrics of `state` on `split` ("test" or "val"), written as `<split>/` scalars and
+    logged; with `export` (a workdir) also writes the test similarity
+    and relevance there (`test_similarity.npy`, `test_relevance.npy`, float32
+    [videos, sentences]) for `python -m jaxsvr.evaluate` ensembles, and with
+    `eval.positives=narration` the single-instance positives (`test_instance.npy`: its
+    R@K / RSum are those evaluated against it)."""
+    metrics = evaluator(state.params, with_similarity=export is not None)
+    if export is not None:
+        _write_npy(export / "test_similarity.npy", metrics.pop("similarity"))
+        _write_npy(export / "test_relevance.npy", evaluator.relevance)
+        if evaluator.instance is not None:  # the positives of the single-instance recalls
+            _write_npy(export / "test_instance.npy", evaluator.instance)
+        logging.info("wrote %s and test_relevance.npy", export / "test_similarity.npy")
+    scalars = {
+        f"{split}/{k}": v
+        for k, v in metrics.items()
+        if isinstance(v, (int, float))
+        and v is not None
+        and not k.removeprefix("class_").startswith(("n_", "excl"))
+    }
+    writer.write_scalars(step, scalars)
+    writer.flush()
+    logging.info(
+        "%s step %d: nDCG %.4f  mAP %s  R@1/5/10 t2v %.1f/%.1f/%.1f  RSum %.1f  (%.1fs)",
+        "eval" if split == "test" else split,
+        step,
+        metrics["ndcg_avg"],
+        f"{metrics['map_avg']:.4f}" if "map_avg" in metrics else "(not reported)",
+        metrics["r1_t2v"],
+        metrics["r5_t2v"],
+        metrics["r10_t2v"],
+        metrics["rsum"],
+        metrics["eval_seconds"],
+    )
+    return {"step": step, **metrics}
+
+
+def _write_npy(path: Path, array: np.ndarray) -> None:
+    """Writes float32 .npy whole (`workdir.atomic_write`)."""
+    atomic_write(path, lambda f: np.save(f, np.asarray(array, np.float32)))
