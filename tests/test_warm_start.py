@@ -20,9 +20,7 @@ def test_a_run_starts_from_the_other_runs_parameters(source_run, tmp_path, where
     init_from = source if where == "workdir" else source / "checkpoints" / "28"
     # learning rate ~0: one step leaves the parameters as loaded, so the test metrics are
     # the source run's final ones (its best/ is its final state, step 28)
-    c = config(
-        train__init_from=str(init_from), train__max_steps=1, optimizer__lr=1e-30, seed=7
-    )
+    c = config(train__init_from=str(init_from), train__max_steps=1, optimizer__lr=1e-30, seed=7)
     out = train.train_and_evaluate(c, tmp_path)
     assert out["ndcg_avg"] == done["ndcg_avg"] and out["map_avg"] == done["map_avg"]
     scratch = train.train_and_evaluate(
