@@ -86,6 +86,9 @@ def base() -> ml_collections.ConfigDict:
     d.features = (
         ""  # folder of real features ({train,test}.npy|npz, or EPIC pickles); "" = synthetic
     )
+    # feature blocks used (RGB | Flow | Audio, TBN's and the synthetic order): "all", or
+    # e.g. "rgb" / "rgb,flow" (the relevance-margin paper's modality table)
+    d.modalities = "all"
     d.allow_pickle = False  # EPIC *_features_mean.pkl files run code when loaded: opt in
     d.num_videos = 40  # built-in data: training videos
     d.test_videos = 16  # built-in data: test videos

@@ -239,3 +239,32 @@ def _keys(obj: Mapping) -> str:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+MODALITIES = ("rgb", "flow", "audio")  # TBN's blocks, in feature order (synthetic too)
+
+
+def select_modalities(videos: tuple[np.ndarray, ...], modalities: str) -> tuple[np.ndarray, ...]:
+    """The columns of the feature blocks `modalities` names ("all", or a comma-separated
+    subset of `MODALITIES`: "rgb", "rgb,flow"), in feature order, from each array of
+    `videos` ([n, D] or [n, T, D], D three equal blocks RGB | Flow | Audio as EPIC's TBN
+    features and the synthetic ones). The relevance-margin paper's modality ablation."""
+    if modalities == "all":
+        return videos
+    names = [m.strip() for m in str(modalities).split(",") if m.strip()]
+    width = videos[0].shape[-1]
+    if not names or set(names) - set(MODALITIES) or len(set(names)) != len(names):
+        raise InputError(
+            f"config.data.modalities = {modalities!r}: use 'all' or distinct names among "
+            f"{','.join(MODALITIES)}, comma-separated"
+        )
+    if width % len(MODALITIES):
+        raise InputError(
+            f"config.data.modalities = {modalities!r} needs features of 3 equal blocks "
+            f"(RGB | Flow | Audio), but they are {width} wide: use 'all'"
+        )
+    block = width // len(MODALITIES)
+    cols = np.concatenate(
+        [np.arange(i * block, (i + 1) * block) for i, m in enumerate(MODALITIES) if m in names]
+    )
+    return tuple(np.ascontiguousarray(np.asarray(v)[..., cols]) for v in videos)

@@ -142,7 +142,9 @@ def build(
     video_clips = train_clips  # the train clips the video features belong to
     if video_rows is not None:  # one clip per video: its first row
         video_clips = train_clips.take(np.unique(video_rows, return_index=True)[1])
-    train_video, test_video = _features(data, video_clips, test_clips, num_verbs, num_nouns)
+    train_video, test_video = features.select_modalities(
+        _features(data, video_clips, test_clips, num_verbs, num_nouns), data.modalities
+    )
     rel = relevance
     train_text = {f: text.encode(train_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
     test_text = {f: text.encode(test_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}

@@ -177,3 +177,29 @@ def test_find_split_features(tmp_path):
         find_split_features(tmp_path, "validation", rows=6)
     with _raises(tmp_path / "absent", "--config.data.features"):
         find_split_features(tmp_path / "absent", "test", rows=4)
+
+
+def test_modalities_select_feature_blocks_in_order():
+    from jaxsvr.inputs.features import select_modalities
+
+    train = np.arange(2 * 6, dtype=np.float32).reshape(2, 6)  # blocks of 2: rgb|flow|audio
+    test = np.arange(3 * 4 * 6, dtype=np.float32).reshape(3, 4, 6)  # segments too
+    assert select_modalities((train, test), "all")[0] is train
+    rgb_audio = select_modalities((train, test), "audio,rgb")  # feature order, not named order
+    np.testing.assert_array_equal(rgb_audio[0], train[:, [0, 1, 4, 5]])
+    np.testing.assert_array_equal(rgb_audio[1], test[..., [0, 1, 4, 5]])
+    np.testing.assert_array_equal(select_modalities((train,), "flow")[0], train[:, 2:4])
+    for bad, says in [("depth", "distinct names"), ("rgb,rgb", "distinct"), ("", "distinct")]:
+        with pytest.raises(InputError, match=says):
+            select_modalities((train,), bad)
+    with pytest.raises(InputError, match="3 equal blocks"):
+        select_modalities((np.zeros((2, 7), np.float32),), "rgb")
+
+
+def test_a_run_on_rgb_and_flow_only(tmp_path):
+    from train_runs import config
+
+    from jaxsvr import pipeline
+
+    run = pipeline.build(config(data__modalities="rgb,flow"))
+    assert run.splits.video_dim == 2 * 64 and run.splits.test.video.shape[-1] == 128
