@@ -16,7 +16,8 @@ Needs only `pip install -e .`, except the `proxy` grid, which parses captions wi
 Ablation grids (issue 20; rows carry their own `--config` flags): `margin` (JPoSE fixed
 margins 0.1-1.5 against the relevance margin, the relevance-margin paper's Fig. 2),
 `modalities` (RGB / RGB+Flow / all feature blocks), `terms` (cross- and within-modal
-pairs, action vs all levels), `ranp_margins` (HGR RANP's dn / dp grid):
+pairs, action vs all levels), `ranp_margins` (HGR RANP's dn / dp grid),
+`contra_neighbours` (ConTra's NEI with K = 1-3 neighbour negatives):
 
   python benchmarks/train_results.py --grid margin --annotations "" --epochs 10 --seeds 0 1
 
@@ -110,6 +111,13 @@ GRIDS = {
             "JPoSE rel. margin, cross-modal action only",
             f"{JPOSE}:margin=relevance {CROSS_ONLY} {ACTION_ONLY}",
         ),
+    ],
+    "contra_neighbours": [  # ConTra, Table 7: K neighbour negatives in NEI
+        (
+            f"ConTra, clip context, K = {k}",
+            f"configs/epic_contra.py --config.sampler.neighbours={k}",
+        )
+        for k in (1, 2, 3)
     ],
     "ranp_margins": [  # RANP supplementary: the margin grid around dn = dp = 0.2
         (

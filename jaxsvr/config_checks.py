@@ -96,6 +96,7 @@ NUMBERS: dict[str, Range] = {
     "data.num_verb_nodes": COUNT,
     "data.num_noun_nodes": COUNT,
     "sampler.num_triplets": COUNT,
+    "sampler.neighbours": COUNT,
     "sampler.resample_every": COUNT,
     "sampler.threshold": Range(0, 1, open_low=True),  # positives S >= it, negatives S < it
     "sampler.pair_threshold": Range(0, 1, open_high=True),  # relevance > it

@@ -142,6 +142,7 @@ def base() -> ml_collections.ConfigDict:
     # (only the clip's own caption), or "proxy": S >= threshold under data.relevance.proxy
     # (thresholded semantic triplets, Wray et al. 2021), negatives S < threshold
     s.positives = "class"
+    s.neighbours = 1  # ConTra: neighbour negatives per clip (K of its Table 7)
     s.threshold = 0.4
 
     c.optimizer = o = ml_collections.ConfigDict()

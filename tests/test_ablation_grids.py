@@ -28,7 +28,9 @@ def _resolved(grid: str):
         yield label, spec, grids.resolved_config(flags), args
 
 
-@pytest.mark.parametrize("grid", ["margin", "modalities", "terms", "ranp_margins"])
+@pytest.mark.parametrize(
+    "grid", ["margin", "modalities", "terms", "ranp_margins", "contra_neighbours"]
+)
 def test_every_ablation_row_is_a_valid_distinct_config(grid):
     import ml_collections
 

@@ -16,7 +16,8 @@ ConTra's other two terms work on embeddings rather than a score matrix:
   Isola 2020), applied to the 2B clip and sentence embeddings (t = 2).
 - `neighbour_nce`: each anchor's positive against a single negative, its clip's temporal
   neighbour with another narration: -log(e^{a.p/T} / (e^{a.p/T} + e^{a.n/T})), averaged
-  over the anchors that have a neighbour (`mask`); 0 when none has.
+  over the anchors that have a neighbour (`mask`); 0 when none has. With K neighbours
+  ([B, K, d]) the softmax runs over the positive and every existing neighbour.
 - `multi_similarity`: the Multi-Similarity loss (Wang et al., CVPR 2019) across modalities:
   for anchor i, positives P = {j : rel[i, j] >= tau} plus the paired item i, negatives the
   rest. Pair mining as in the paper: a negative is kept if s_ij + eps > min_P s, a
@@ -72,13 +73,21 @@ def neighbour_nce(
     *,
     temperature: float = 0.07,
 ) -> jnp.ndarray:
-    """Two-way softmax of each anchor's positive against its neighbour negative.
+    """Softmax of each anchor's positive against its neighbour negative(s).
 
     Args:
-      anchor, positive, negative: [B, d] embeddings (row k of each belong together).
-      mask: [B] bool, anchors that have a neighbour negative.
+      anchor, positive: [B, d] embeddings (row k of each belong together).
+      negative: [B, d], one neighbour per anchor, or [B, K, d], K neighbours.
+      mask: [B] bool, anchors that have a neighbour negative; [B, K] with K neighbours
+        (which of them exist; an anchor counts when one does).
     """
     pos = jnp.sum(anchor * positive, axis=-1) / temperature
+    if negative.ndim == 3:
+        neg = jnp.einsum("bd,bkd->bk", anchor, negative) / temperature
+        logits = jnp.concatenate([pos[:, None], jnp.where(mask, neg, -jnp.inf)], axis=1)
+        loss = jax.nn.logsumexp(logits, axis=1) - pos
+        rows = jnp.any(mask, axis=1)
+        return jnp.sum(jnp.where(rows, loss, 0.0)) / jnp.maximum(jnp.sum(rows), 1)
     neg = jnp.sum(anchor * negative, axis=-1) / temperature
     loss = jnp.logaddexp(pos, neg) - pos
     count = jnp.sum(mask)

@@ -34,6 +34,10 @@ class ContraObjective:
     position, so after the first clip without a neighbour each anchor meets another
     clip's negative; here row k of every array belongs to clip k.
 
+    With `config.sampler.neighbours` = K > 1 (the paper's Table 7) each clip draws K
+    neighbours at distinct window positions and the neighbouring softmax runs over the
+    positive and all of them.
+
     Config: weights `config.loss.contra.{cml,nei,uni}_weight`; one temperature for CML
     and NEI, `config.loss.cross_modal_nce.temperature` (0.07). Any dot-product model
     (unit `action` embeddings) works; only context models (`Model.windows`) get the
@@ -66,6 +70,7 @@ class ContraObjective:
             clips.narration, windows.context_windows(clips, half)
         )
         self.n, self.seed = len(clips), config.seed
+        self.k = config.sampler.neighbours  # neighbour negatives per clip (Table 7's K)
         self.gathers = {"video": Gather("video", "video_rows")}
         self.gathers.update({f: Gather(f, "text_rows") for f in model.text_fields})
         if "video" in self.sides:
@@ -74,7 +79,7 @@ class ContraObjective:
             self.gathers.update(
                 {f"neighbour_{f}": Gather(f, "neighbour_rows") for f in model.text_fields}
             )
-        self.rows_per_anchor = 2 + len(self.sides)  # video, caption, neighbours
+        self.rows_per_anchor = 2 + self.k * len(self.sides)  # video, caption, neighbours
 
     def steps_per_epoch(self, batch_size: int) -> int:
         return batches.steps_per_epoch(self.n, batch_size)
@@ -83,7 +88,10 @@ class ContraObjective:
         order = batches.epoch_order(self.seed, epoch, self.n)
         rows = order[step * batch_size : (step + 1) * batch_size]
         rng = np.random.default_rng([self.seed, epoch, step, 0x4E31])
-        neighbour, has = self.neighbours.draw(rows, rng)  # all rows: one draw per batch
+        if self.k == 1:  # all rows: one draw per batch
+            neighbour, has = self.neighbours.draw(rows, rng)
+        else:  # [B, K]
+            neighbour, has = self.neighbours.draw_many(rows, rng, self.k)
         rows = rows.astype(np.int32)[share]
         return {
             "video_rows": rows,
@@ -102,13 +110,16 @@ class ContraObjective:
             "nei": jnp.zeros((), v.dtype),
         }
         mask, kw = batch["has_neighbour"], dict(temperature=self.temperature)
+        shape = mask.shape  # [B] or [B, K]: the neighbours' embeddings come back so
         if "video" in self.sides:  # the caption's own clip against the neighbour clip
             x = {"video": inputs["neighbour_video"]}
             nv = model.apply(params, x, True, method=model.embed_video, rngs={"dropout": video_rng})
-            terms["nei"] += losses.neighbour_nce(t, v, nv["action"], mask, **kw)
+            nv = nv["action"].reshape(*shape, -1)
+            terms["nei"] += losses.neighbour_nce(t, v, nv, mask, **kw)
         if "text" in self.sides:  # the clip's own caption against the neighbour's
             x = {f: inputs[f"neighbour_{f}"] for f in model.text_fields}
             nt = model.apply(params, x, True, method=model.embed_text, rngs={"dropout": text_rng})
-            terms["nei"] += losses.neighbour_nce(v, t, nt["action"], mask, **kw)
+            nt = nt["action"].reshape(*shape, -1)
+            terms["nei"] += losses.neighbour_nce(v, t, nt, mask, **kw)
         total = sum(self.weights[k] * terms[k] for k in terms)
         return total, terms

@@ -90,3 +90,26 @@ def test_draw_is_a_pure_function_of_the_generator():
     b = nb.draw(rows, np.random.default_rng([1, 2, 3]))
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_k_neighbours_at_distinct_valid_positions():
+    names = ["open", "open", "open", "cut", "wash", "peel"]
+    table = clips(["V"] * 6, [f"V_{k}" for k in range(6)], names)
+    windows = context_windows(table, 2)  # 5 positions per clip
+    nb = Neighbours(table.narration, windows)
+    rows = np.repeat(np.arange(6), 100)
+    chosen, has = nb.draw_many(rows, np.random.default_rng(0), 3)
+    assert chosen.shape == has.shape == (600, 3) and chosen.dtype == np.int32
+    np.testing.assert_array_equal(has.sum(axis=1), np.minimum(nb.count[rows], 3))
+    for row, got, ok in zip(rows, chosen, has):
+        assert all(g == row for g in got[~ok])  # missing ones: the clip itself
+        picked = got[ok]
+        assert all(names[g] != names[row] and g in windows[row] for g in picked)
+    # distinct positions: clip 3's window [1, 2, 3, 4, 5] has 4 valid positions (1, 2, 4, 5)
+    three = chosen[rows == 3]
+    assert all(len(set(r)) == 3 for r in three)
+    counts = np.bincount(three.ravel(), minlength=6)[[1, 2, 4, 5]]
+    assert counts.sum() == 300 and counts.min() > 50  # each position drawn about 3/4 of the time
+    # wider than the window: the rest are the clip itself, masked
+    chosen, has = nb.draw_many(np.array([4]), np.random.default_rng(1), 7)
+    assert has.sum() == nb.count[4] and chosen.shape == (1, 7)

@@ -117,3 +117,24 @@ def test_jit_and_vmap():
     )
     sim = jnp.asarray(a @ p.T)
     np.testing.assert_allclose(jax.jit(cross_modal_nce)(sim), cross_modal_nce(sim), rtol=1e-6)
+
+
+def test_neighbour_nce_with_k_neighbours_matches_loop():
+    rng = np.random.default_rng(5)
+    a, p = neighbours(3)[:2]
+    n = rng.standard_normal((7, 3, a.shape[1])).astype(np.float32)
+    n /= np.linalg.norm(n, axis=-1, keepdims=True)
+    mask = rng.random((7, 3)) < 0.6
+    mask[2] = False  # an anchor without any neighbour
+    got = float(neighbour_nce(*map(jnp.asarray, (a, p, n, mask)), temperature=0.07))
+    terms = []
+    for i in range(7):
+        if not mask[i].any():
+            continue
+        logits = [a[i] @ p[i] / 0.07] + [a[i] @ n[i, k] / 0.07 for k in range(3) if mask[i, k]]
+        terms.append(np.logaddexp.reduce(np.float64(logits)) - logits[0])
+    np.testing.assert_allclose(got, np.mean(terms), rtol=1e-5)
+    # one neighbour as [B, 1, d] is the [B, d] loss
+    one = neighbour_nce(*map(jnp.asarray, (a, p, n[:, :1], mask[:, :1])), temperature=0.07)
+    ref = neighbour_nce(*map(jnp.asarray, (a, p, n[:, 0], mask[:, 0])), temperature=0.07)
+    np.testing.assert_allclose(float(one), float(ref), rtol=1e-6)
