@@ -55,6 +55,7 @@ RANKS = {
             "warm_start",
             "contra_analysis",
             "mining_analysis",
+            "margin_analysis",
             "plot",
             "main",
             "__init__",
