@@ -13,7 +13,15 @@
   clip's length in seconds. `rank_changes_between(run_m0, run_m)` runs it on two trained
   runs of the same test split (their embeddings through `jaxsvr.retrieval.Gallery`;
   video-to-text leaves out test clips without a sentence of their own).
-- `plot_window_attention`, `plot_rank_changes`: matplotlib axes for notebooks and reports.
+- `rank_changes_by_word(sim_a, sim_b, paired, sentences)`: the per-word rank change
+  between two exported rankings (text-to-video, each sentence's own clip), averaged over
+  the sentences holding each word.
+- `neighbour_similarity(sim, paired, windows, narrations)` / `neighbour_similarity_of(run)`:
+  each test sentence's similarity to its own clip and, on average, to that clip's
+  temporal neighbours with another narration, the clips NEI pushes away; compare a run
+  without NEI and one with it.
+- `plot_window_attention`, `plot_rank_changes`, `plot_word_rank_changes`: matplotlib axes
+  for notebooks and reports.
 
 Ranks are 1-based and pessimistic: items scoring as high as the paired one count as
 ranked above it (the evaluation's tie rule).
@@ -28,8 +36,11 @@ import jax
 import numpy as np
 
 from jaxsvr.errors import InputError
+from jaxsvr.inputs.windows import context_windows
+from jaxsvr.nlp import words as words_lib
 from jaxsvr.relevance.analysis import pyplot
 from jaxsvr.retrieval import Gallery, TrainedRun, rebuild
+from jaxsvr.sampling.neighbours import Neighbours
 
 DIRECTIONS = ("t2v", "v2t")
 
@@ -179,6 +190,117 @@ def rank_changes_between(
         paired = np.asarray([first[clips["narration_id"][i]] for i in keep])
         sims, seconds = [sim[keep] for sim in sims], seconds[keep]
     return rank_changes(*sims, paired, seconds, direction=direction, bins=bins)
+
+
+@dataclasses.dataclass(frozen=True)
+class WordRankChanges:
+    """Mean text-to-video rank change per word of the query sentences (rank under run A
+    minus under run B: positive, B ranks the sentence's own clip higher)."""
+
+    words: list[str]  # sorted by mean change, largest first
+    mean_change: np.ndarray  # [words]
+    count: np.ndarray  # [words] sentences holding the word
+
+
+def rank_changes_by_word(
+    sim_a: np.ndarray,
+    sim_b: np.ndarray,
+    paired: np.ndarray,
+    sentences: Sequence[str],
+    *,
+    min_count: int = 5,
+) -> WordRankChanges:
+    """Per word, the mean rank change of the sentences that hold it, between two exported
+    rankings of the same test split (e.g. `test_similarity.npy` of runs with m = 0 and
+    m > 0, or without and with NEI): which words context helps or hurts.
+
+    Args:
+      sim_a, sim_b: [n_videos, n_texts] similarities of the two runs.
+      paired: [n_texts] the clip each sentence describes (its rank is the one compared).
+      sentences: [n_texts] the sentences; words are `jaxsvr.nlp.words.tokenize`'s tokens,
+        each counted once per sentence.
+      min_count: words in fewer sentences are left out.
+    """
+    if np.shape(sim_a) != np.shape(sim_b) or len(sentences) != np.shape(sim_a)[1]:
+        raise InputError(
+            f"similarities {np.shape(sim_a)} and {np.shape(sim_b)} with {len(sentences)} "
+            "sentences: both runs must score the same test sentences"
+        )
+    change = (ranks(sim_a, paired, "t2v") - ranks(sim_b, paired, "t2v")).astype(np.float64)
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for j, sentence in enumerate(sentences):
+        for word in set(words_lib.tokenize(sentence)):
+            total[word] = total.get(word, 0.0) + change[j]
+            count[word] = count.get(word, 0) + 1
+    kept = [w for w in count if count[w] >= min_count]
+    kept.sort(key=lambda w: (-total[w] / count[w], w))
+    return WordRankChanges(
+        kept,
+        np.array([total[w] / count[w] for w in kept]),
+        np.array([count[w] for w in kept], np.int64),
+    )
+
+
+def plot_word_rank_changes(changes: WordRankChanges, top: int = 10, ax=None):
+    """Horizontal bars of the `top` words context helps most and the `top` it hurts most."""
+    if ax is None:
+        _, ax = pyplot().subplots(figsize=(5, 0.3 * min(2 * top, len(changes.words)) + 1))
+    n = len(changes.words)
+    picks = sorted(set(range(min(top, n))) | set(range(max(n - top, 0), n)))
+    labels = [f"{changes.words[i]} ({changes.count[i]})" for i in picks]
+    ax.barh(labels[::-1], changes.mean_change[picks][::-1], color="tab:blue")
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_xlabel("mean rank change of the sentences with the word (A minus B)")
+    return ax
+
+
+@dataclasses.dataclass(frozen=True)
+class NeighbourSimilarity:
+    """Each test sentence's similarity to its own clip and to that clip's temporal
+    neighbours with another narration (the clips NEI pushes away)."""
+
+    own: np.ndarray  # [n_texts]
+    neighbour: np.ndarray  # [n_texts] mean over the neighbours; NaN without any
+
+    @property
+    def gap(self) -> float:
+        """Mean of own minus neighbour over the sentences that have neighbours."""
+        keep = np.isfinite(self.neighbour)
+        return float(np.mean(self.own[keep] - self.neighbour[keep])) if keep.any() else np.nan
+
+
+def neighbour_similarity(
+    sim: np.ndarray, paired: np.ndarray, windows: np.ndarray, narrations: Sequence[str]
+) -> NeighbourSimilarity:
+    """`NeighbourSimilarity` of a [n_videos, n_texts] similarity: the neighbours of clip i
+    are the clips of its window `windows[i]` whose narration differs from clip i's
+    (`jaxsvr.sampling.neighbours`, each window position once, as NEI draws them)."""
+    sim = np.asarray(sim, np.float64)
+    paired = np.asarray(paired, np.int64)
+    valid = Neighbours(list(narrations), np.asarray(windows)).valid[paired]  # [n_texts, W]
+    rows = np.asarray(windows)[paired]  # [n_texts, W] clip rows
+    scores = sim[rows, np.arange(len(paired))[:, None]]  # sentence j against its window
+    count = valid.sum(axis=1)
+    total = np.where(valid, scores, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        neighbour = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return NeighbourSimilarity(sim[paired, np.arange(len(paired))], neighbour)
+
+
+def neighbour_similarity_of(run: TrainedRun, m: int = 1) -> NeighbourSimilarity:
+    """`neighbour_similarity` of a trained run's test split, neighbours within `m` clips
+    (compare a run trained without NEI, `loss.contra.nei_weight=0`, with one trained with
+    it: NEI should widen the gap)."""
+    splits, _ = rebuild(run)
+    gallery = Gallery.of(run)
+    if not isinstance(gallery.video, np.ndarray):
+        raise InputError(f"{run.workdir}: neighbour similarity needs a dot-product model")
+    test = splits.test
+    windows = context_windows(test.clips, m)
+    return neighbour_similarity(
+        gallery.video @ gallery.text.T, test.sentence_rows, windows, test.clips.narration
+    )
 
 
 def plot_window_attention(attention: WindowAttention, ax=None):

@@ -101,3 +101,58 @@ def test_rank_changes_between_runs(runs):
     v2t = contra_analysis.rank_changes_between(runs[0], runs[2], direction="v2t", bins=2)
     own = set(Gallery.of(runs[0]).sentences["narration_id"])  # clips with a sentence
     assert v2t.count.sum() == len(own) and np.all(np.isfinite(v2t.mean_change[v2t.count > 0]))
+
+
+def test_rank_changes_by_word_by_hand():
+    # 3 clips x 3 sentences; sentence j describes clip j
+    sentences = ["cut the onion", "wash the onion", "cut bread"]
+    paired = np.array([0, 1, 2])
+    sim_a = np.array([[0.1, 0.9, 0.2], [0.9, 0.1, 0.1], [0.5, 0.5, 0.9]], np.float32)
+    sim_b = np.eye(3, dtype=np.float32)  # every own clip first
+    # t2v ranks under A: sentence 0: clips score 0.1, 0.9, 0.5 -> own (0.1) rank 3;
+    # sentence 1: 0.9, 0.1, 0.5 -> own rank 3; sentence 2: 0.2, 0.1, 0.9 -> rank 1
+    changes = contra_analysis.rank_changes_by_word(sim_a, sim_b, paired, sentences, min_count=1)
+    got = dict(zip(changes.words, changes.mean_change))
+    assert got == {"cut": 1.0, "the": 2.0, "onion": 2.0, "wash": 2.0, "bread": 0.0}
+    assert changes.words[:3] == ["onion", "the", "wash"] and changes.words[-1] == "bread"
+    assert dict(zip(changes.words, changes.count))["cut"] == 2
+    kept = contra_analysis.rank_changes_by_word(sim_a, sim_b, paired, sentences, min_count=2)
+    assert sorted(kept.words) == ["cut", "onion", "the"]
+    ax = contra_analysis.plot_word_rank_changes(changes, top=2)
+    assert len(ax.patches) == 4
+    with pytest.raises(InputError, match="same test sentences"):
+        contra_analysis.rank_changes_by_word(sim_a, sim_b[:, :2], paired, sentences)
+
+
+def test_neighbour_similarity_by_hand():
+    # 4 clips of one video; clips 0 and 1 share a narration; sentence j describes clip j
+    narrations = ["cut onion", "cut onion", "wash pan", "stir"]
+    windows = np.array([[0, 0, 1], [0, 1, 2], [1, 2, 3], [2, 3, 3]])  # m = 1, edges repeated
+    sim = np.array(
+        [
+            [0.9, 0.8, 0.1, 0.0],
+            [0.7, 0.6, 0.3, 0.2],
+            [0.2, 0.5, 0.4, 0.1],
+            [0.1, 0.0, 0.6, 0.5],
+        ]
+    )
+    got = contra_analysis.neighbour_similarity(sim, np.arange(4), windows, narrations)
+    np.testing.assert_allclose(got.own, [0.9, 0.6, 0.4, 0.5])
+    # sentence j against clip r is sim[r, j]. Clip 0: window 0, 0, 1, all "cut onion": no
+    # neighbour; clip 1: clip 2 (0.5); clip 2: clips 1 and 3 (0.3, 0.6); clip 3: clip 2 (0.1)
+    np.testing.assert_allclose(got.neighbour, [np.nan, 0.5, 0.45, 0.1])
+    assert got.gap == pytest.approx(((0.6 - 0.5) + (0.4 - 0.45) + (0.5 - 0.1)) / 3)
+
+
+def test_neighbour_similarity_of_runs_with_and_without_nei(tmp_path):
+    out = {}
+    for weight in (0.0, 1.0):
+        work = tmp_path / f"nei{weight}"
+        c = config("epic_contra", "m=2,runlocal", train__num_epochs=2)
+        c.loss.contra.nei_weight = weight
+        train.train_and_evaluate(c, work)
+        out[weight] = contra_analysis.neighbour_similarity_of(TrainedRun.load(work), m=1)
+    for result in out.values():
+        assert result.own.shape == result.neighbour.shape == (58,)
+        assert np.isfinite(result.gap)
+    assert out[0.0].gap != out[1.0].gap
