@@ -17,7 +17,9 @@ Ablation grids (issue 20; rows carry their own `--config` flags): `margin` (JPoS
 margins 0.1-1.5 against the relevance margin, the relevance-margin paper's Fig. 2),
 `modalities` (RGB / RGB+Flow / all feature blocks), `terms` (cross- and within-modal
 pairs, action vs all levels), `ranp_margins` (HGR RANP's dn / dp grid),
-`contra_neighbours` (ConTra's NEI with K = 1-3 neighbour negatives):
+`contra_neighbours` (ConTra's NEI with K = 1-3 neighbour negatives), `contra_aggregation`
+(the window's centre / mean / max of the encoder's outputs or of its inputs, Table 8),
+`contra_shared` (one context encoder for clips and sentences):
 
   python benchmarks/train_results.py --grid margin --annotations "" --epochs 10 --seeds 0 1
 
@@ -118,6 +120,24 @@ GRIDS = {
             f"configs/epic_contra.py --config.sampler.neighbours={k}",
         )
         for k in (1, 2, 3)
+    ],
+    "contra_aggregation": [  # ConTra, Table 8: how the window becomes one vector
+        *(
+            (
+                f"ConTra, {how} of the {over}",
+                f"configs/epic_contra.py --config.model.aggregate={how} "
+                f"--config.model.aggregate_over={over}",
+            )
+            for over, hows in (("outputs", ("centre", "mean", "max")), ("inputs", ("mean", "max")))
+            for how in hows
+        ),
+    ],
+    "contra_shared": [  # ConTra: separate or one shared context encoder, both contexts
+        ("ConTra, both contexts, two encoders", "configs/epic_contra.py:context=both"),
+        (
+            "ConTra, both contexts, one shared encoder",
+            "configs/epic_contra.py:context=both --config.model.shared_context=True",
+        ),
     ],
     "ranp_margins": [  # RANP supplementary: the margin grid around dn = dp = 0.2
         (

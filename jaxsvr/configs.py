@@ -243,6 +243,10 @@ def contra(
             "dropout": 0.3,
             "residual_mlp": False,
             "video_projection": True,  # False: features already embed_dim wide, no P
+            # Table 8: the window's centre | mean | max, of the encoder's outputs | inputs
+            "aggregate": "centre",
+            "aggregate_over": "outputs",
+            "shared_context": False,  # one context encoder for clips and sentences
         }
     )
     c.loss.name = "contra"

@@ -29,7 +29,16 @@ def _resolved(grid: str):
 
 
 @pytest.mark.parametrize(
-    "grid", ["margin", "modalities", "terms", "ranp_margins", "contra_neighbours"]
+    "grid",
+    [
+        "margin",
+        "modalities",
+        "terms",
+        "ranp_margins",
+        "contra_neighbours",
+        "contra_aggregation",
+        "contra_shared",
+    ],
 )
 def test_every_ablation_row_is_a_valid_distinct_config(grid):
     import ml_collections

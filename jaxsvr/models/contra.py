@@ -34,6 +34,12 @@ t = l2_normalise(s); m_text > 0: the sentences of the window go through a second
 encoder (own parameters; `text_layers`, `text_heads`), t = l2_normalise(g(z_m)) as above.
 Scores are dot products of the unit vectors (`DotProductModel`), level `action`.
 
+Ablations of the paper: `aggregate` (Table 8) turns a window into one vector by its
+`centre` position (default), the `mean` or the `max` over the window, of the encoder's
+`outputs` (default) or, with `aggregate_over="inputs"`, of the projected input features
+with no encoder at all; `shared_context` makes sentences go through the clip-context
+encoder (one set of weights; needs m_video = m_text).
+
 Differences from the public code:
 - The max over words skips padding (id 0); the public code max-pools over all 16 slots,
   padding included, so a short sentence's vector depends on the padding row's embedding.
@@ -99,6 +105,7 @@ class ContextEncoder(nn.Module):
     ff_dim: int
     dropout: float
     residual_mlp: bool = False
+    aggregate: str = "centre"  # of the outputs: centre, mean or max over the window
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, train: bool = False) -> jnp.ndarray:
@@ -107,11 +114,24 @@ class ContextEncoder(nn.Module):
         x = nn.Dropout(self.dropout, deterministic=not train)(x + position)
         for i in range(self.layers):
             x = EncoderLayer(self.heads, self.ff_dim, self.dropout, name=f"layer{i}")(x, train)
-        centre = nn.LayerNorm(epsilon=LN_EPS, name="norm")(x)[:, width // 2]
+        centre = window_pool(nn.LayerNorm(epsilon=LN_EPS, name="norm")(x), self.aggregate)
         if self.residual_mlp:  # g of the paper: x + MLP(x)
             h = nn.relu(nn.Dense(d, name="g_hidden")(centre))
             centre = centre + nn.Dense(d, name="g_out")(h)
         return centre
+
+
+AGGREGATES = ("centre", "mean", "max")  # how a window becomes one vector (Table 8)
+AGGREGATE_OVER = ("outputs", "inputs")  # the encoder's outputs, or its inputs (no encoder)
+
+
+def window_pool(x: jnp.ndarray, how: str) -> jnp.ndarray:
+    """[n, W, d] -> [n, d]: the centre position, or the mean or max over the window."""
+    if how == "centre":
+        return x[:, x.shape[1] // 2]
+    if how == "mean":
+        return jnp.mean(x, axis=1)
+    return jnp.max(x, axis=1)
 
 
 class SentenceEncoder(nn.Module):
@@ -150,6 +170,9 @@ class Model(DotProductModel):
     dropout: float = 0.3
     residual_mlp: bool = False
     video_projection: bool = True
+    aggregate: str = "centre"
+    aggregate_over: str = "outputs"
+    shared_context: bool = False  # one context encoder for clips and sentences
 
     levels = ("action",)
     text_fields = ("caption",)
@@ -163,7 +186,23 @@ class Model(DotProductModel):
         for field in ("m_video", "m_text"):
             if getattr(self, field) < 0:
                 raise InputError(f"config.model.{field} < 0: use a window half-width >= 0")
-        context = dict(ff_dim=self.ff_dim, dropout=self.dropout, residual_mlp=self.residual_mlp)
+        if self.aggregate not in AGGREGATES or self.aggregate_over not in AGGREGATE_OVER:
+            raise InputError(
+                f"config.model.aggregate = {self.aggregate!r} over {self.aggregate_over!r}: use "
+                f"one of {AGGREGATES} over one of {AGGREGATE_OVER}"
+            )
+        if self.shared_context and not (self.m_video == self.m_text > 0):
+            raise InputError(
+                "config.model.shared_context needs clip and text context of the same width "
+                f"(m_video = m_text > 0), not {self.m_video} and {self.m_text}: use "
+                "context=both"
+            )
+        context = dict(
+            ff_dim=self.ff_dim,
+            dropout=self.dropout,
+            residual_mlp=self.residual_mlp,
+            aggregate=self.aggregate,
+        )
         self.video_drop = nn.Dropout(self.dropout)
         if self.video_projection:
             self.video_proj = nn.Dense(self.embed_dim, name="video_proj")
@@ -180,7 +219,9 @@ class Model(DotProductModel):
         self.sentence = SentenceEncoder(
             self.text_hidden, self.embed_dim, self.dropout, name="sentence"
         )
-        if self.m_text > 0:
+        if self.shared_context:
+            self.text_context = self.video_context
+        elif self.m_text > 0:
             self.text_context = ContextEncoder(
                 self.text_layers, self.text_heads, name="text_context", **context
             )
@@ -193,6 +234,8 @@ class Model(DotProductModel):
         x = self.video_drop(video, deterministic=not train)
         if self.video_projection:
             x = self.video_proj(x)  # [n, W, d]
+        if self.aggregate_over == "inputs":  # the window's features pooled, no encoder
+            return {"action": l2_normalize(window_pool(x, self.aggregate))}
         return {"action": l2_normalize(self.video_context(x, train))}
 
     def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
@@ -201,6 +244,8 @@ class Model(DotProductModel):
         s = self.sentence(self.words(ids), ids, train)  # [n, W, d]
         if self.m_text == 0:
             return {"action": l2_normalize(s[:, 0])}
+        if self.aggregate_over == "inputs":
+            return {"action": l2_normalize(window_pool(s, self.aggregate))}
         return {"action": l2_normalize(self.text_context(s, train))}
 
 

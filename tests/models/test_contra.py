@@ -184,3 +184,48 @@ def test_jit_and_finite_gradients(setup):
     for branch in ("video_context", "text_context"):
         assert np.any(grads[branch]["position"] != 0)
     assert np.any(grads["words"]["table"]["embedding"] != 0)
+
+
+def test_window_pool():
+    x = jnp.asarray(np.arange(2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2))
+    np.testing.assert_array_equal(contra.window_pool(x, "centre"), x[:, 1])
+    np.testing.assert_allclose(contra.window_pool(x, "mean"), np.mean(np.asarray(x), axis=1))
+    np.testing.assert_array_equal(contra.window_pool(x, "max"), x[:, 2])
+
+
+@pytest.mark.parametrize("how", ["mean", "max"])
+def test_aggregating_the_inputs_pools_the_projected_window(how):
+    """aggregate_over="inputs" (the paper's Table 8 rows without an encoder): the clip is
+    the pooled projected features of its window, unit-normalised; no encoder weights."""
+    model = make_model(aggregate=how, aggregate_over="inputs")
+    batch = make_batch()
+    params = jax.jit(model.init)(jax.random.key(0), batch)
+    assert "video_context" not in params["params"] and "text_context" not in params["params"]
+    p = params["params"]["video_proj"]
+    x = np.asarray(batch["video"]) @ np.asarray(p["kernel"]) + np.asarray(p["bias"])
+    pooled = x.mean(axis=1) if how == "mean" else x.max(axis=1)
+    want = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    np.testing.assert_allclose(video(model, params, batch), want, rtol=1e-5, atol=1e-6)
+
+
+def test_aggregating_the_outputs_keeps_the_encoder():
+    batch = make_batch()
+    centre = make_model()
+    params = jax.jit(centre.init)(jax.random.key(0), batch)
+    out = {how: video(make_model(aggregate=how), params, batch) for how in contra.AGGREGATES}
+    np.testing.assert_array_equal(out["centre"], video(centre, params, batch))
+    assert not np.allclose(out["mean"], out["centre"]) and not np.allclose(out["max"], out["mean"])
+    np.testing.assert_allclose(np.linalg.norm(out["max"], axis=1), 1.0, rtol=1e-5)
+
+
+def test_a_shared_context_encoder_serves_clips_and_sentences():
+    model = make_model(m_video=1, m_text=1, shared_context=True)
+    batch = make_batch(m_video=1, m_text=1)
+    params = jax.jit(model.init)(jax.random.key(0), batch)
+    assert "video_context" in params["params"] and "text_context" not in params["params"]
+    assert np.all(np.isfinite(text(model, params, batch)))
+    for bad in (dict(m_video=2, m_text=1), dict(m_video=1, m_text=0)):
+        with pytest.raises(InputError, match="shared_context"):
+            make_model(shared_context=True, **bad).init(jax.random.key(0), make_batch(**bad))
+    with pytest.raises(InputError, match="aggregate = 'sum'"):
+        make_model(aggregate="sum").init(jax.random.key(0), make_batch())
