@@ -21,8 +21,8 @@ import numpy as np
 
 from jaxsvr import pipeline
 from jaxsvr.errors import InputError
+from jaxsvr.mining_analysis import plot_fractions
 from jaxsvr.objectives.triplet import TripletObjective
-from jaxsvr.relevance.analysis import pyplot
 
 
 def triplet_margins(config: ml_collections.ConfigDict, epoch: int = 0) -> dict[str, np.ndarray]:
@@ -49,16 +49,7 @@ def triplet_margins(config: ml_collections.ConfigDict, epoch: int = 0) -> dict[s
 
 def plot_margins(values: Mapping[str, np.ndarray], bins: int = 20, ax=None):
     """Histograms (fractions of the triplets) of margins, one line per name."""
-    if ax is None:
-        _, ax = pyplot().subplots(figsize=(5, 3.5))
     values = {k: np.asarray(v, np.float64).ravel() for k, v in values.items()}
     top = max([1.0, *(float(v.max()) for v in values.values() if v.size)])
     edges = np.linspace(0.0, top, bins + 1)
-    centres = (edges[:-1] + edges[1:]) / 2
-    for name, v in values.items():
-        counts = np.histogram(v, bins=edges)[0]
-        ax.plot(centres, counts / max(v.size, 1), marker=".", label=name)
-    ax.set_xlabel("margin of the triplet")
-    ax.set_ylabel("fraction of triplets")
-    ax.legend()
-    return ax
+    return plot_fractions(values, edges, "margin of the triplet", "fraction of triplets", ax)

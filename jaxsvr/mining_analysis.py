@@ -86,16 +86,23 @@ def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1)
 def plot_mined_relevance(values: Mapping[str, np.ndarray], bins: int = 20, ax=None):
     """Histograms (fractions of the picked negatives) of relevance values, one line per
     name; NaNs (anchors without a negative) are left out."""
+    values = {k: np.asarray(v, np.float64).ravel() for k, v in values.items()}
+    values = {k: v[np.isfinite(v)] for k, v in values.items()}
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    return plot_fractions(
+        values, edges, "relevance of the hardest negative", "fraction of anchors", ax
+    )
+
+
+def plot_fractions(values: Mapping[str, np.ndarray], edges, xlabel: str, ylabel: str, ax=None):
+    """One line per name: the fraction of its values in each bin of `edges`."""
     if ax is None:
         _, ax = pyplot().subplots(figsize=(5, 3.5))
-    edges = np.linspace(0.0, 1.0, bins + 1)
     centres = (edges[:-1] + edges[1:]) / 2
     for name, v in values.items():
-        v = np.asarray(v, np.float64).ravel()
-        v = v[np.isfinite(v)]
         counts = np.histogram(v, bins=edges)[0]
-        ax.plot(centres, counts / max(v.size, 1), marker=".", label=name)
-    ax.set_xlabel("relevance of the hardest negative")
-    ax.set_ylabel("fraction of anchors")
+        ax.plot(centres, counts / max(np.size(v), 1), marker=".", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend()
     return ax

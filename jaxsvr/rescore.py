@@ -171,23 +171,11 @@ def rescore(
 
 def _run_similarity(workdir, checkpoint: str):
     """The test similarity of a checkpoint of the run in `workdir`, and the run."""
-    from jaxsvr import parallel, retrieval
-    from jaxsvr.evaluation.evaluator import RetrievalEvaluator
-    from jaxsvr.inputs.model_inputs import test_inputs
+    from jaxsvr import retrieval
 
     trained = retrieval.TrainedRun.load(workdir, checkpoint)
     splits, model = retrieval.rebuild(trained)
-    video, text, windows = test_inputs(model, splits.test)
-    evaluator = RetrievalEvaluator(
-        model,
-        video,
-        text,
-        splits.test.relevance,
-        parallel.make_mesh(),
-        video_windows=windows,
-        chunk=trained.config.eval.chunk,
-        text_chunk=trained.config.eval.text_chunk,
-    )
+    evaluator = retrieval.test_evaluator(trained, splits, model)
     return evaluator.similarity(trained.params), trained
 
 

@@ -192,23 +192,9 @@ class Gallery:
 
     @classmethod
     def _build(cls, run: TrainedRun) -> Gallery:
-        from jaxsvr.evaluation.evaluator import RetrievalEvaluator
-        from jaxsvr.inputs.model_inputs import test_inputs
-
-        config = run.config
         logging.info("retrieval: embedding the test split (read back from config.json)")
         splits, model = rebuild(run)
-        video, text, windows = test_inputs(model, splits.test)
-        evaluator = RetrievalEvaluator(
-            model,
-            video,
-            text,
-            splits.test.relevance,
-            parallel.make_mesh(),
-            video_windows=windows,
-            chunk=config.eval.chunk,
-            text_chunk=config.eval.text_chunk,
-        )
+        evaluator = test_evaluator(run, splits, model)
         test = splits.test
         clips = {
             "narration_id": list(test.clips.narration_id),
@@ -272,6 +258,25 @@ def rebuild(run: TrainedRun):
             "vocab.json: the run's data changed since it trained"
         )
     return splits, model
+
+
+def test_evaluator(run: TrainedRun, splits, model):
+    """The `RetrievalEvaluator` of the run's test split (`rebuild`'s splits and model), as
+    the trainer builds it: its config's chunks, context windows, one mesh of every device."""
+    from jaxsvr.evaluation.evaluator import RetrievalEvaluator
+    from jaxsvr.inputs.model_inputs import test_inputs
+
+    video, text, windows = test_inputs(model, splits.test)
+    return RetrievalEvaluator(
+        model,
+        video,
+        text,
+        splits.test.relevance,
+        parallel.make_mesh(),
+        video_windows=windows,
+        chunk=run.config.eval.chunk,
+        text_chunk=run.config.eval.text_chunk,
+    )
 
 
 def _sentence(splits, i: int) -> str:
