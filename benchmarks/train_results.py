@@ -19,7 +19,8 @@ margins 0.1-1.5 against the relevance margin, the relevance-margin paper's Fig. 
 pairs, action vs all levels), `ranp_margins` (HGR RANP's dn / dp grid),
 `contra_neighbours` (ConTra's NEI with K = 1-3 neighbour negatives), `contra_aggregation`
 (the window's centre / mean / max of the encoder's outputs or of its inputs, Table 8),
-`contra_shared` (one context encoder for clips and sentences):
+`contra_shared` (one context encoder for clips and sentences), `contra_losses` (CML alone,
+with NEI and UNI, with a hard-mining max-margin term):
 
   python benchmarks/train_results.py --grid margin --annotations "" --epochs 10 --seeds 0 1
 
@@ -60,6 +61,10 @@ ROOT = Path(__file__).resolve().parents[1]
 JPOSE = "configs/epic_jpose.py"
 CROSS_ONLY = "--config.loss.pair_weights.vv=0.0 --config.loss.pair_weights.tt=0.0"
 ACTION_ONLY = "--config.loss.level_weights.verb=0.0 --config.loss.level_weights.noun=0.0"
+CONTRA = "configs/epic_contra.py"
+NO_UNI = "--config.loss.contra.uni_weight=0.0"
+NO_NEI_UNI = f"--config.loss.contra.nei_weight=0.0 {NO_UNI}"
+MINE = "--config.loss.contra.mine_weight=1.0"
 GRIDS = {
     "triplet": [
         ("MME, fixed margin", "configs/epic_mme.py:margin=fixed"),
@@ -131,6 +136,11 @@ GRIDS = {
             for over, hows in (("outputs", ("centre", "mean", "max")), ("inputs", ("mean", "max")))
             for how in hows
         ),
+    ],
+    "contra_losses": [  # ConTra's loss table: CML alone, with NEI/UNI, with a mining term
+        ("ConTra, CML", f"{CONTRA} --config.loss.contra.nei_weight=0.0 {NO_UNI}"),
+        ("ConTra, CML + NEI + UNI", CONTRA),
+        ("ConTra, CML + hard-mining max-margin", f"{CONTRA} {NO_NEI_UNI} {MINE}"),
     ],
     "contra_shared": [  # ConTra: separate or one shared context encoder, both contexts
         ("ConTra, both contexts, two encoders", "configs/epic_contra.py:context=both"),

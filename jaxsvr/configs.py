@@ -126,7 +126,10 @@ def base() -> ml_collections.ConfigDict:
     )
     # ConTra's loss (loss.name = "contra"): cross-modal NCE + neighbouring + uniformity;
     # its temperature is the cross-modal NCE's, loss.cross_modal_nce.temperature (0.07)
-    lo.contra = ml_collections.ConfigDict({"cml_weight": 1.0, "nei_weight": 1.0, "uni_weight": 1.0})
+    # mine_weight > 0 adds a hard-mining max-margin term (loss.max_margin's keywords)
+    lo.contra = ml_collections.ConfigDict(
+        {"cml_weight": 1.0, "nei_weight": 1.0, "uni_weight": 1.0, "mine_weight": 0.0}
+    )
     # batch losses: keywords per loss, e.g. --config.loss.ranp.tau=0.15
     for name, fn in losses.BATCH_LOSSES.items():
         lo[name] = ml_collections.ConfigDict(losses.keyword_defaults(fn))

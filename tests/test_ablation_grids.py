@@ -38,6 +38,7 @@ def _resolved(grid: str):
         "contra_neighbours",
         "contra_aggregation",
         "contra_shared",
+        "contra_losses",
     ],
 )
 def test_every_ablation_row_is_a_valid_distinct_config(grid):

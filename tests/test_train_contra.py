@@ -246,3 +246,26 @@ def test_k_neighbour_negatives_train_alike_with_host_and_device_gathers(tmp_path
     )
     assert np.isfinite(a["ndcg_avg"]) and b["ndcg_avg"] == pytest.approx(a["ndcg_avg"], abs=1e-5)
     assert train_losses(tmp_path / "k1") != train_losses(tmp_path / "device")
+
+
+def test_cml_with_a_hard_mining_term():
+    """loss.contra.mine_weight adds the max-margin hinge on the hardest in-batch negatives
+    (the paper's loss table); off by default, so the default terms are unchanged."""
+    from reference_losses import max_margin
+
+    c = config("epic_contra", "runlocal", model__dropout=0.0)
+    c.loss.contra.mine_weight = 0.5
+    c.loss.max_margin.margin = 0.3
+    run = pipeline.build(c)
+    objective, model = run.objective, run.model
+    batch = objective.host_batch(epoch=0, step=0, batch_size=16)
+    inputs = run.train_inputs.gather_host(objective.gathers, batch)
+    params = model.init(jax.random.key(0), {k: inputs[k] for k in ("video", "caption")})
+    loss = jax.jit(lambda p, x, b: objective.loss(model, p, x, b, jax.random.key(1)))
+    total, terms = loss(params, inputs, batch)
+    v, t = embed(model, params, {k: inputs[k] for k in ("video", "caption")})
+    np.testing.assert_allclose(float(terms["mine"]), max_margin(v @ t.T, margin=0.3), rtol=2e-4)
+    want = sum(float(terms[k]) for k in ("cml", "nei", "uni")) + 0.5 * float(terms["mine"])
+    np.testing.assert_allclose(float(total), want, rtol=1e-5)
+    default = pipeline.build(config("epic_contra", "runlocal")).objective
+    assert "mine" not in default.weights

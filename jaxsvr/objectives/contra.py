@@ -38,6 +38,10 @@ class ContraObjective:
     neighbours at distinct window positions and the neighbouring softmax runs over the
     positive and all of them.
 
+    `config.loss.contra.mine_weight` > 0 adds a batch mining term, the max-margin hinge on
+    each anchor's hardest in-batch negative (`losses.max_margin` with
+    `config.loss.max_margin`'s margin and `hard`), as the paper's loss table compares.
+
     Config: weights `config.loss.contra.{cml,nei,uni}_weight`; one temperature for CML
     and NEI, `config.loss.cross_modal_nce.temperature` (0.07). Any dot-product model
     (unit `action` embeddings) works; only context models (`Model.windows`) get the
@@ -60,6 +64,9 @@ class ContraObjective:
         c = config.loss.contra
         self.temperature = config.loss.cross_modal_nce.temperature
         self.weights = {"cml": c.cml_weight, "nei": c.nei_weight, "uni": c.uni_weight}
+        if c.mine_weight > 0:  # a batch mining term beside CML (the paper's Table 6)
+            self.weights["mine"] = c.mine_weight
+            self.mining = dict(config.loss.max_margin)
         context = dict(getattr(model, "windows", {}))
         self.sides = tuple(
             side for side, key in (("video", "video"), ("text", "caption")) if context.get(key)
@@ -109,6 +116,8 @@ class ContraObjective:
             "uni": losses.uniformity(jnp.concatenate([v, t]), t=2.0),
             "nei": jnp.zeros((), v.dtype),
         }
+        if "mine" in self.weights:  # VSE++ hinge on the hardest negatives of the batch
+            terms["mine"] = losses.max_margin(v @ t.T, **self.mining)
         mask, kw = batch["has_neighbour"], dict(temperature=self.temperature)
         shape = mask.shape  # [B] or [B, K]: the neighbours' embeddings come back so
         if "video" in self.sides:  # the caption's own clip against the neighbour clip
