@@ -23,6 +23,16 @@ on YouCook2 (CE model) that nDCG peaks around T = 0.4 for PoS/SYN/MET and T = 0.
 Variants: `proxy=bow|pos|syn|met` (relevance for training and evaluation; default syn),
 `t=T` (threshold, default 0.4), `instance` (instance training; evaluation still uses the
 proxy), `runlocal` (tiny, seconds; tests).
+
+`margin=relevance`: the relevance-margin paper's YouCook2 setting ("Relevance-based Margin
+for Contrastively-trained Video Retrieval Models", Falcon et al. ICMR 2022): class
+triplets over the classes derived from the captions (`data.syn_classes`), each with the
+margin 1 - R(anchor, negative) of that class relevance (½ IoU of verbs + ½ IoU of nouns),
+evaluated under the same class relevance (or a proxy given with `proxy=`):
+
+  python -m jaxsvr.main --config=configs/youcook2_mme.py:margin=relevance --workdir=/tmp/rm \
+      --config.data.annotations=youcookii_annotations_trainval.json \
+      --config.data.syn_classes=wordnet
 """
 
 import ml_collections
@@ -33,7 +43,14 @@ from jaxsvr.relevance import proxies
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     v = configs.variants(
-        arg, {"proxy": proxies.NAMES, "t": float, "instance": None, "runlocal": None}
+        arg,
+        {
+            "proxy": proxies.NAMES,
+            "t": float,
+            "instance": None,
+            "margin": ("fixed", "relevance"),
+            "runlocal": None,
+        },
     )
     config = configs.base()
     configs.mme_jpose_model(config, "mme")
@@ -42,6 +59,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.loss.margin = "fixed"
     config.sampler.positives = "instance" if "instance" in v else "proxy"
     config.sampler.threshold = float(v.get("t", 0.4))
+    if v.get("margin") == "relevance":  # class triplets, relevance margins, class relevance
+        config.loss.margin = "relevance"
+        config.sampler.positives = "class"
+        config.data.relevance.proxy = v.get("proxy", "class")
     if "runlocal" in v:
         configs.runlocal(config)
     return config
