@@ -20,7 +20,8 @@ pairs, action vs all levels), `ranp_margins` (HGR RANP's dn / dp grid),
 `contra_neighbours` (ConTra's NEI with K = 1-3 neighbour negatives), `contra_aggregation`
 (the window's centre / mean / max of the encoder's outputs or of its inputs, Table 8),
 `contra_shared` (one context encoder for clips and sentences), `contra_losses` (CML alone,
-with NEI and UNI, with a hard-mining max-margin term):
+with NEI and UNI, with a hard-mining max-margin term), `sms` (SMS, without relax, with
+its ensemble members' warm-up + cosine schedule):
 
   python benchmarks/train_results.py --grid margin --annotations "" --epochs 10 --seeds 0 1
 
@@ -148,6 +149,11 @@ GRIDS = {
             "ConTra, both contexts, one shared encoder",
             "configs/epic_contra.py:context=both --config.model.shared_context=True",
         ),
+    ],
+    "sms": [  # the SMS report's rows: SMS, SMS without relax, an ensemble member's recipe
+        ("Heads, SMS", "configs/epic_sms.py:sms"),
+        ("Heads, SMS without relax", "configs/epic_sms.py:sms,norelax"),
+        ("Heads, SMS, warm-up + cosine to a floor", "configs/epic_sms.py:sms,recipe"),
     ],
     "ranp_margins": [  # RANP supplementary: the margin grid around dn = dp = 0.2
         (

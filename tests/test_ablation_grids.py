@@ -39,6 +39,7 @@ def _resolved(grid: str):
         "contra_aggregation",
         "contra_shared",
         "contra_losses",
+        "sms",
     ],
 )
 def test_every_ablation_row_is_a_valid_distinct_config(grid):
