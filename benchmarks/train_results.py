@@ -208,7 +208,7 @@ def resolved_config(flags: list[str]) -> dict:
 def workdir_for(config: str, seed: int, args, want: dict) -> Path:
     """A readable prefix plus a hash of the whole resolved config."""
     name = config.split()[0].split("/")[-1]
-    name = name.replace(".py:", "_").replace("=", "-").replace(",", "_")
+    name = name.replace(".py:", "_").removesuffix(".py").replace("=", "-").replace(",", "_")
     digest = hashlib.sha256(json.dumps(want, sort_keys=True).encode()).hexdigest()[:10]
     return Path(args.out) / f"{name}_seed{seed}_ep{args.epochs}_{digest}"
 
