@@ -77,7 +77,7 @@ from jaxsvr.inputs import text
 from jaxsvr.inputs.model_inputs import gather_device
 from jaxsvr.metric_writers import MetricWriter
 from jaxsvr.selection import Selection
-from jaxsvr.train_evaluation import evaluate
+from jaxsvr.train_evaluation import evaluate, write_export
 from jaxsvr.train_monitor import Timer, VanishedGradients
 from jaxsvr.workdir import Workdir, write_text
 
@@ -223,6 +223,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
                 final = evaluate(evaluator, state, step, writer, export=export if done else None)
                 selection.see(step, state, final, val)
                 stop = not done and selection.stopped(step)
+                if stop and export is not None:  # the state training ends with
+                    write_export(evaluator, evaluator.similarity(state.params), export)
             if ckpt.should_save(step) or done or stop:
                 ckpt.save(step, state)
                 last_saved = step

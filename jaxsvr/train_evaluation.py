@@ -50,11 +50,7 @@ def evaluate(
     R@K / RSum are those evaluated against it)."""
     metrics = evaluator(state.params, with_similarity=export is not None)
     if export is not None:
-        _write_npy(export / "test_similarity.npy", metrics.pop("similarity"))
-        _write_npy(export / "test_relevance.npy", evaluator.relevance)
-        if evaluator.instance is not None:  # the positives of the single-instance recalls
-            _write_npy(export / "test_instance.npy", evaluator.instance)
-        logging.info("wrote %s and test_relevance.npy", export / "test_similarity.npy")
+        write_export(evaluator, metrics.pop("similarity"), export)
     scalars = {
         f"{split}/{k}": v
         for k, v in metrics.items()
@@ -77,6 +73,16 @@ def evaluate(
         metrics["eval_seconds"],
     )
     return {"step": step, **metrics}
+
+
+def write_export(evaluator, similarity: np.ndarray, folder) -> None:
+    """`test_similarity.npy` (`similarity`), `test_relevance.npy` and, with single-instance
+    positives, `test_instance.npy` of the test evaluator, in `folder`."""
+    _write_npy(folder / "test_similarity.npy", similarity)
+    _write_npy(folder / "test_relevance.npy", evaluator.relevance)
+    if evaluator.instance is not None:  # the positives of the single-instance recalls
+        _write_npy(folder / "test_instance.npy", evaluator.instance)
+    logging.info("wrote %s and test_relevance.npy", folder / "test_similarity.npy")
 
 
 def _write_npy(path: Path, array: np.ndarray) -> None:

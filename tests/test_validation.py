@@ -110,6 +110,7 @@ def stopped_run(tmp_path_factory):
         eval__every_epochs=1,
         train__num_epochs=12,
         train__early_stop_evals=2,
+        eval__export_similarity=True,
     )
     return c, workdir, train.train_and_evaluate(c, workdir)
 
@@ -140,6 +141,7 @@ def test_early_stop_and_a_rerun_resumes_into_the_stop(stopped_run):
     stop, best = out["early_stop_step"], out["selected"]["step"]
     assert stop == best + 2 * steps_per_epoch < 12 * steps_per_epoch
     assert max(int(p.name) for p in (workdir / "checkpoints").iterdir()) == stop
+    assert (workdir / "test_similarity.npy").is_file()  # exported at the stop
     again = train.train_and_evaluate(c, workdir)
 
     def strip(d):
