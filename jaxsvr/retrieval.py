@@ -262,20 +262,13 @@ def rebuild(run: TrainedRun):
 
 def test_evaluator(run: TrainedRun, splits, model):
     """The `RetrievalEvaluator` of the run's test split (`rebuild`'s splits and model), as
-    the trainer builds it: its config's chunks, context windows, one mesh of every device."""
-    from jaxsvr.evaluation.evaluator import RetrievalEvaluator
-    from jaxsvr.inputs.model_inputs import test_inputs
+    the trainer builds it: its config's chunks, context windows, one mesh of every device
+    (only the chunk sizes are read: config.json files of older runs lack later eval keys)."""
+    from jaxsvr.train_evaluation import split_evaluator
 
-    video, text, windows = test_inputs(model, splits.test)
-    return RetrievalEvaluator(
-        model,
-        video,
-        text,
-        splits.test.relevance,
-        parallel.make_mesh(),
-        video_windows=windows,
-        chunk=run.config.eval.chunk,
-        text_chunk=run.config.eval.text_chunk,
+    e = run.config.eval
+    return split_evaluator(
+        model, splits.test, parallel.make_mesh(), chunk=e.chunk, text_chunk=e.text_chunk
     )
 
 

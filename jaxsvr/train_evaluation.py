@@ -20,22 +20,28 @@ from jaxsvr.workdir import atomic_write
 
 
 def evaluator(config, model, split, mesh) -> RetrievalEvaluator:
-    """The evaluator of a test-like split (the test split, or the validation split)."""
-    video, text, windows = test_inputs(model, split)
-    narration = config.eval.positives == "narration"
-    return RetrievalEvaluator(
+    """The evaluator of a test-like split (the test split, or the validation split), as
+    `config.eval` asks."""
+    e = config.eval
+    return split_evaluator(
         model,
-        video,
-        text,
-        split.relevance,
+        split,
         mesh,
-        video_windows=windows,
-        instance=split.instance_relevance() if narration else None,
-        chunk=config.eval.chunk,
-        text_chunk=config.eval.text_chunk,
-        threshold=config.eval.threshold,
-        backend=config.eval.backend,
-        report_map=config.eval.report_map,
+        instance=split.instance_relevance() if e.positives == "narration" else None,
+        chunk=e.chunk,
+        text_chunk=e.text_chunk,
+        threshold=e.threshold,
+        backend=e.backend,
+        report_map=e.report_map,
+    )
+
+
+def split_evaluator(model, split, mesh, **options) -> RetrievalEvaluator:
+    """A `RetrievalEvaluator` over a test-like split's inputs (context windows included);
+    `options` are its keyword arguments."""
+    video, text, windows = test_inputs(model, split)
+    return RetrievalEvaluator(
+        model, video, text, split.relevance, mesh, video_windows=windows, **options
     )
 
 
