@@ -13,6 +13,8 @@ evaluation is deterministic and comparable):
 - `ours_avx2` (AVX-512 CPUs only): the same with NumPy's AVX2 code paths
   (NPY_DISABLE_CPU_FEATURES, `jaxsvr.process_tuning`): what a CPU without AVX-512 runs,
   and what `python -m jaxsvr.evaluate` chooses on AMD Zen 4;
+- `packed`, `packed_avx2`: the same with every block ranked by the packed 64-bit sort
+  (`numpy_engine.query_stats(..., narrow=False)`), the engine before the 32-bit path;
 - `evaluate_cli`: `python -m jaxsvr.evaluate --similarity S.npy --relevance R.npy` end to
   end, interpreter start, imports and loading included (JAX is not imported);
 - `baseline`: the straightforward evaluation of the public code (`ek100_baseline.py`);
@@ -110,7 +112,13 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
     if what == "ranking":
         return ranking_variants(sim, rel)
     start = time.perf_counter()
-    if what in ("ours", "ours_avx2"):
+    if what.startswith("packed"):  # the engine with its packed 64-bit sort only
+        import functools
+
+        from jaxsvr.evaluation import numpy_engine
+
+        numpy_engine.query_stats = functools.partial(numpy_engine.query_stats, narrow=False)
+    if what in ("ours", "ours_avx2", "packed", "packed_avx2"):
         from jaxsvr.evaluation import evaluate
 
         result = evaluate(sim, rel, backend="numpy")
@@ -256,6 +264,8 @@ def table(report: dict) -> str:
     rows = [
         ("`evaluate` (NumPy engine): nDCG + mAP + all variants, both directions", "ours"),
         ("the same with NumPy's AVX2 code paths (what CPUs without AVX-512 run)", "ours_avx2"),
+        ("`evaluate` with the packed 64-bit sort only (the engine before)", "packed"),
+        ("the same with NumPy's AVX2 code paths", "packed_avx2"),
         ("`python -m jaxsvr.evaluate` end to end (interpreter start, loading)", "evaluate_cli"),
         ("straightforward NumPy evaluation (`benchmarks/ek100_baseline.py`)", "baseline"),
         ("the same with NumPy's AVX2 code paths", "baseline_avx2"),
@@ -320,6 +330,7 @@ def main() -> None:
         _inputs(args.epic, tmp)
         avx512 = report["cpu"].endswith(", AVX-512")
         kinds = ["ours"] + (["ours_avx2"] if avx512 else []) + ["evaluate_cli"]
+        kinds += ["packed"] + (["packed_avx2"] if avx512 else [])
         if not args.skip_baseline:
             kinds += ["baseline"] + (["baseline_avx2"] if avx512 else [])
         kinds += ["ranking", "relevance_cli", "batch_512"]

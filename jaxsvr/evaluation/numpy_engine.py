@@ -1,8 +1,19 @@
-"""CPU evaluation engine: one packed 64-bit sort per query row, then sparse statistics.
+"""CPU evaluation engine: one SIMD row sort per query, then sparse statistics.
 
 The public EPIC-KITCHENS-100 evaluation argsorts every row and fancy-indexes whole
-matrices (13-28 s and 2.5 GB at the 9668 x 3842 test size on our 2-core CPUs). Here, per
-block of query rows:
+matrices (13-28 s and 2.5 GB at the 9668 x 3842 test size on our 2-core CPUs). Here each
+block of queries is ranked by one `np.sort` per row of integer keys, in one of two ways:
+
+- **32-bit keys** (`narrow_keys`; every block whose keys span < 2^31 values: cosine
+  similarities in [-1, 1], scores of one sign): the key is the similarity's order shifted
+  left by one, with the low bit set where R > 0. The flagged positions of the sorted row
+  are the ranks of the relevant items; a second sort of the relevant entries alone (about
+  11% at EK-100) says which relevant item is at each. NumPy sorts 32-bit keys 3-4x faster
+  than 64-bit ones with its AVX2 code (2x with AVX-512), so this path is the default.
+- **Packed 64-bit keys** (the other blocks, or `narrow=False`): described below.
+
+Both give the same statistics bit for bit (tested) with the shared tie rule (equal
+similarity: less relevant first). The packed path, per block of query rows:
 
 1. Each similarity becomes the high 32 bits of an int64 key whose signed order is
    *descending* similarity: the bits c of 0 - s (-0.0 and 0.0 both become +0.0) with the
@@ -10,35 +21,31 @@ block of query rows:
    bits (monotone for r >= 0) fill the low 32 bits. Both halves are written into the key
    buffer through strided views (no widening pass); the folding runs on a contiguous int32
    copy first (strided ufuncs are not vectorised) and its last step writes the high halves.
-2. One `np.sort` of those int64 per row (SIMD sort) yields the ranking with the shared tie
-   rule (equal similarity: less relevant first), and the ranked relevance is the low half:
-   no argsort, no gather, no search. Ties are neighbours with equal high halves.
+2. One `np.sort` of those int64 per row (SIMD sort) yields the ranking with the tie rule,
+   and the ranked relevance is the low half: no argsort, no gather, no search. Ties are
+   neighbours with equal high halves.
 3. Only items with r > 0 enter any metric (about 11% at EK-100), so the ranked block is
    reduced to its entries with a non-zero low half (a boolean nonzero, 4x faster than a
    float nonzero; per-row counts by `searchsorted` on those flat indices) and
    `query_stats.sparse_stats` computes DCG, AP and first positives from them.
 
-Where the time goes (EK-100 test size, one thread, Intel Xeon with AVX-512): the row sorts
-a third, the sparse statistics a fifth, text-to-video reads of S and R through transposed
-views a fifth, the folding and tests on the keys the rest.
+Where the time goes (EK-100 test size, one thread, Intel Xeon, NumPy's AVX2 code): packed,
+the row sorts half of 1.4 s; 32-bit, 1.1 s: the row sorts a fifth, the sparse statistics a
+fifth, the sort of the relevant entries a seventh, key folding and the transposed reads
+of S for text-to-video a seventh, finding relevant entries and flagged positions the rest.
 
-Why not sort float32 similarities (half the bytes) and place the relevant items with
-`searchsorted`? Measured (`benchmarks/evaluation_speed.py`, the ranking step alone,
-video-to-text, one thread; docs/benchmarks.md): 0.55 s against 0.67 s for the packed sort
-with NumPy's AVX2 code, 0.95 against 1.19 s with its AVX-512 code on Zen 4, 0.49-0.51
-against 0.56-0.60 s on an AVX-512 Xeon. But that yields positions, not ranked relevance:
-the gains must then be gathered in rank order, ties among relevant items fixed up, and
-text-to-video blocks need a transposed relevance copy, while the statistics and copies
-(two thirds of the time) stay as they are: at most ~5-10% of the whole evaluation, with a
-second tie rule to keep exact. Not done.
+Sorting float32 similarities and placing the relevant items with `searchsorted` (issue
+18's first idea) was measured too: the per-row searches cost what the narrower sort saves
+(docs/benchmarks.md); the flag bit makes the search unnecessary.
 
-Blocks are sized to ~4 MB of keys (cache-sized; fresh large buffers cost page faults on
-small VMs) and handed to a few threads as they free up: NumPy's sort and ufuncs release the
-GIL. Blocks of both directions share one pool and each thread's scratch buffers (both
-directions' blocks hold about as many items); text-to-video blocks are columns of S and R
-read through transposed views in tiles of 512 items (3x faster than whole transposed rows),
-so no full transposed copy is made. Per-query sums use `np.add.reduceat` over each query's
-entries (15x faster than a weighted `np.bincount`).
+Blocks are sized to ~4 MB of packed keys (cache-sized; fresh large buffers cost page
+faults on small VMs) and handed to a few threads as they free up: NumPy's sort and ufuncs
+release the GIL. Blocks of both directions share one pool and each thread's scratch
+buffers (both directions' blocks hold about as many items); text-to-video blocks are
+columns of S read through transposed views in tiles of 512 items (3x faster than whole
+transposed rows), so no full transposed copy is made; the 32-bit path reads their
+relevance as a column stripe in its own layout. Per-query sums use `np.add.reduceat` over
+each query's entries (15x faster than a weighted `np.bincount`).
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from jaxsvr.evaluation import narrow_keys
 from jaxsvr.evaluation.query_stats import QueryStats, sparse_stats
 
 _BLOCK_BYTES = 4 << 20
@@ -60,7 +68,12 @@ _ZERO = np.float32(0.0)
 
 
 def query_stats(
-    sim: np.ndarray, rel: np.ndarray, *, threshold: float = 1.0, workers: int | None = None
+    sim: np.ndarray,
+    rel: np.ndarray,
+    *,
+    threshold: float = 1.0,
+    workers: int | None = None,
+    narrow: bool = True,
 ) -> tuple[QueryStats, QueryStats]:
     """Per-query statistics for video-to-text (rows) and text-to-video (columns).
 
@@ -69,6 +82,8 @@ def query_stats(
       rel: [n_videos, n_texts] float32 relevance in [0, 1].
       threshold: relevance of a positive for the instance metrics.
       workers: threads; default min(4, cpu count).
+      narrow: rank blocks whose keys allow it with the 32-bit path (`narrow_keys`);
+        False ranks every block with the packed 64-bit sort (same results).
 
     Returns:
       (v2t, t2v) statistics with n_videos and n_texts queries.
@@ -87,11 +102,14 @@ def query_stats(
 
     def work(job: tuple[int, int]) -> None:
         d, start = job
-        s, r = (sim, rel) if d == 0 else (sim.T, rel.T)
-        if not hasattr(local, "buf"):
-            local.buf = _Buffers(size)
         block = np.s_[start : start + rows[d]]
-        out[d].put(start, _block_stats(s[block], r[block], threshold, local.buf))
+        s, r = (sim[block], rel[block]) if d == 0 else (sim.T[block], rel.T[block])
+        stats = _narrow_block_stats(s, rel, d, block, threshold, local, size) if narrow else None
+        if stats is None:  # keys spanning >= 2^31 values, or asked: the packed sort
+            if not hasattr(local, "packed"):
+                local.packed = _Buffers(size)
+            stats = _block_stats(s, r, threshold, local.packed)
+        out[d].put(start, stats)
 
     if workers == 1 or len(jobs) == 1:
         for job in jobs:
@@ -100,6 +118,22 @@ def query_stats(
         with ThreadPoolExecutor(min(workers, len(jobs))) as pool:
             list(pool.map(work, jobs))  # re-raises errors
     return out
+
+
+def _narrow_block_stats(s, rel, d, block, threshold, local, size) -> dict | None:
+    """Statistics of a block by the 32-bit path, or None where its keys do not fit."""
+    if not hasattr(local, "narrow"):
+        local.narrow = narrow_keys.Buffers(size)
+    n, n_items = s.shape
+    keys, scratch, mask = local.narrow.shaped(n, n_items)
+    lo, hi = narrow_keys.folded_keys(s, keys, scratch, _copy)
+    if not narrow_keys.fits(lo, hi, n, n_items):
+        return None
+    if d == 0:
+        entries = narrow_keys.row_entries(rel[block], mask)
+    else:  # the relevance's column stripe in its own layout
+        entries = narrow_keys.stripe_entries(rel[:, block], local.narrow)
+    return narrow_keys.block_stats(keys, lo, entries, threshold, local.narrow)
 
 
 class _Buffers:

@@ -167,18 +167,24 @@ def test_bad_input(sim, rel, match):
         evaluate(sim, rel)
 
 
-def test_numpy_engine_over_several_blocks_against_plain_loops():
+@pytest.mark.parametrize("scale", [8, 40])  # similarities in [-5, 5]: packed; [-1, 1]: 32-bit
+def test_numpy_engine_over_several_blocks_against_plain_loops(scale):
     """Several row blocks in both directions, transposed reads in several tiles, ties,
-    negative values and -0.0 beside 0.0; one thread and two give the reference."""
-    from jaxsvr.evaluation import numpy_engine
+    negative values and -0.0 beside 0.0; one thread and two give the reference. Scores
+    in [-5, 5] span too many keys for the 32-bit path (the packed sort ranks them),
+    cosine-like ones in [-1, 1] take it."""
+    from jaxsvr.evaluation import narrow_keys, numpy_engine
 
     rng = np.random.default_rng(11)
     shape = (600, 1100)  # v2t: 2 blocks of rows; t2v: 2 blocks, 2 tiles of 512 items
     assert shape[0] > numpy_engine._BLOCK_BYTES // (8 * shape[1]) > 8
     assert shape[1] > numpy_engine._BLOCK_BYTES // (8 * shape[0]) and shape[0] > 512
     rel = rng.choice(np.array([0] * 8 + [0.25, 0.5, 0.75, 1], np.float32), shape)
-    sim = (rng.integers(-40, 40, shape) / 8).astype(np.float32)
+    sim = (rng.integers(-40, 40, shape) / scale).astype(np.float32)
     sim[(sim == 0) & (rng.random(shape) < 0.5)] = -0.0
+    keys = np.empty(shape, np.int32)
+    lo, hi = narrow_keys.folded_keys(sim, keys, np.empty_like(keys), numpy_engine._copy)
+    assert narrow_keys.fits(lo, hi, 100, shape[1]) == (scale == 40)
     want = reference_metrics(
         sim.astype(np.float64), rel.astype(np.float64), threshold=0.75, bounds=True
     )
@@ -187,6 +193,36 @@ def test_numpy_engine_over_several_blocks_against_plain_loops():
         for key, value in want.items():
             assert got[key] == pytest.approx(value, abs=1e-9), (workers, key)
     assert got["tied_v2t"] == shape[0]
+
+
+@pytest.mark.parametrize("kind", ["tie_free", "ties", "signed_zeros", "one_sign", "wide"])
+def test_numpy_engine_paths_give_equal_statistics(kind):
+    """The 32-bit path and the packed 64-bit sort give the same statistics bit for bit:
+    ties among relevant and non-relevant items, -0.0, scores of one sign far from 0,
+    and scores too wide for 32-bit keys (both then sort packed)."""
+    import dataclasses
+
+    from jaxsvr.evaluation import numpy_engine
+
+    rng = np.random.default_rng(13)
+    shape = (700, 900)
+    rel = np.where(
+        rng.random(shape) < 0.3, rng.choice(np.float32([0.25, 0.3, 0.5, 1.0]), shape), 0
+    ).astype(np.float32)
+    sim = {
+        "tie_free": lambda: rng.uniform(-1, 1, shape),
+        "ties": lambda: rng.integers(0, 5, shape) / 4,
+        "signed_zeros": lambda: rng.integers(-1, 2, shape) * rng.choice([-0.0, 0.5], shape),
+        "one_sign": lambda: rng.uniform(1e3, 1e30, shape),
+        "wide": lambda: rng.uniform(-1e3, 1e3, shape),
+    }[kind]().astype(np.float32)
+    for workers in (1, 2):
+        narrow = numpy_engine.query_stats(sim, rel, threshold=0.5, workers=workers)
+        packed = numpy_engine.query_stats(sim, rel, threshold=0.5, workers=workers, narrow=False)
+        for got, want in zip(narrow, packed):
+            for field in dataclasses.fields(want):
+                a, b = getattr(got, field.name), getattr(want, field.name)
+                assert np.array_equal(a, b), (kind, workers, field.name)
 
 
 def test_numpy_engine_continuous_relevance_against_plain_loops():
