@@ -36,12 +36,20 @@ _SPAN = 2**31  # key values a block may span (one bit is the relevance flag)
 
 
 class Buffers:
-    """Per-thread scratch for blocks of up to `size` items, reused across blocks."""
+    """Per-thread scratch for blocks of up to `size` items, reused across blocks (fresh
+    temporaries per block would go back to the OS and fault in again)."""
 
     def __init__(self, size: int):
         self.keys = np.empty(size, np.int32)
         self.scratch = np.empty(size, np.int32)  # folding, neighbour tests, a relevance stripe
         self.mask = np.empty(size, np.bool_)
+        # the sort of the relevant entries (at most `size` of them)
+        self.order = np.empty(size, np.uint64)
+        self.wide = np.empty(size, np.uint64)
+        self.entry = np.arange(size, dtype=np.uint64)
+        self.flagged = np.empty(size, np.uint32)
+        self.gain = np.empty(size, np.float32)
+        self.tied = np.empty(size, np.bool_)
 
     def shaped(self, n: int, n_items: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         size = n * n_items
@@ -84,22 +92,31 @@ def block_stats(
     n, n_items = keys.shape
     _, scratch, mask = buf.shaped(n, n_items)
     count, query, flat, gain = entries
+    nnz = flat.size
     u = keys.view(np.uint32)
     np.subtract(keys, np.int32(lo), out=keys)  # wraps into [0, 2^31) as uint32
     np.left_shift(u, 1, out=u)
-    u.ravel()[flat] |= np.uint32(1)
+    flagged = np.take(u.ravel(), flat, out=buf.flagged[:nnz])
+    flagged |= np.uint32(1)
+    u.ravel()[flat] = flagged
 
     # The relevant entries in rank order: sort (query, key, entry index) packed in 64 bits.
-    bits = max(1, flat.size.bit_length())
-    order = query.astype(np.uint64) << np.uint64(32 + bits)
-    order |= u.ravel()[flat].astype(np.uint64) << np.uint64(bits)
-    order |= np.arange(flat.size, dtype=np.uint64)
+    bits = max(1, nnz.bit_length())
+    order, wide = buf.order[:nnz], buf.wide[:nnz]
+    query = query.astype(np.int64, copy=False).view(np.uint64)
+    np.left_shift(query, np.uint64(32 + bits), out=order)
+    np.copyto(wide, flagged)
+    np.left_shift(wide, np.uint64(bits), out=wide)
+    order |= wide
+    order |= buf.entry[:nnz]
     order.sort()
-    gain = gain[(order & np.uint64((1 << bits) - 1)).astype(np.intp)]
+    np.bitwise_and(order, np.uint64((1 << bits) - 1), out=wide)
+    gain = np.take(gain, wide.view(np.int64), out=buf.gain[:nnz])
     order >>= np.uint64(bits)
-    tied_relevant = order[1:] == order[:-1]
+    tied_relevant = buf.tied[: max(nnz - 1, 0)]
+    np.equal(order[1:], order[:-1], out=tied_relevant)
     if tied_relevant.any():  # equal similarity among R > 0: ascending gains
-        head = np.ones(flat.size, np.bool_)
+        head = np.ones(nnz, np.bool_)
         np.logical_not(tied_relevant, out=head[1:])
         gain = gain[np.lexsort((gain, np.cumsum(head)))]
 
