@@ -66,10 +66,16 @@ def folded_keys(s: np.ndarray, keys: np.ndarray, scratch: np.ndarray, copy) -> t
     return int(keys.min()), int(keys.max())
 
 
-def fits(lo: int, hi: int, n: int, n_items: int) -> bool:
-    """Whether a block of n queries x n_items with keys in [lo, hi] takes this path: the
-    keys span < 2^31 values, and (query, key, entry) packs into 64 bits."""
-    return hi - lo < _SPAN and n.bit_length() + 32 + (n * n_items).bit_length() <= 64
+def fits(lo: int, hi: int) -> bool:
+    """Whether keys in [lo, hi] span < 2^31 values (one bit is left for the flag)."""
+    return hi - lo < _SPAN
+
+
+def packs(n: int, nnz: int) -> bool:
+    """Whether (query, key, entry) of nnz relevant entries of n queries packs into 64 bits:
+    always in blocks of a few MB, but for blocks of rows of a few dozen items that hold
+    hundreds of thousands of relevant ones (those take the packed path)."""
+    return (n - 1).bit_length() + 32 + nnz.bit_length() <= 64
 
 
 def block_stats(
@@ -84,8 +90,8 @@ def block_stats(
     Args:
       keys: [n, n_items] int32 folded keys of the block, in `buf.keys`.
       lo: their smallest value.
-      entries: the block's relevant items, grouped by query: (count [n] per query,
-        query [nnz], flat index query * n_items + item [nnz], gain [nnz] float32 > 0).
+      entries: the block's relevant items, in any order: (count [n] per query, query
+        [nnz], flat index query * n_items + item [nnz], gain [nnz] float32 > 0); `packs`.
       threshold: relevance of an instance-metric positive.
       buf: the thread's scratch (`keys` must be its `keys`).
     """

@@ -127,12 +127,14 @@ def _narrow_block_stats(s, rel, d, block, threshold, local, size) -> dict | None
     n, n_items = s.shape
     keys, scratch, mask = local.narrow.shaped(n, n_items)
     lo, hi = narrow_keys.folded_keys(s, keys, scratch, _copy)
-    if not narrow_keys.fits(lo, hi, n, n_items):
+    if not narrow_keys.fits(lo, hi):
         return None
     if d == 0:
         entries = narrow_keys.row_entries(rel[block], mask)
     else:  # the relevance's column stripe in its own layout
         entries = narrow_keys.stripe_entries(rel[:, block], local.narrow)
+    if not narrow_keys.packs(n, entries[1].size):
+        return None
     return narrow_keys.block_stats(keys, lo, entries, threshold, local.narrow)
 
 

@@ -184,7 +184,7 @@ def test_numpy_engine_over_several_blocks_against_plain_loops(scale):
     sim[(sim == 0) & (rng.random(shape) < 0.5)] = -0.0
     keys = np.empty(shape, np.int32)
     lo, hi = narrow_keys.folded_keys(sim, keys, np.empty_like(keys), numpy_engine._copy)
-    assert narrow_keys.fits(lo, hi, 100, shape[1]) == (scale == 40)
+    assert narrow_keys.fits(lo, hi) == (scale == 40)
     want = reference_metrics(
         sim.astype(np.float64), rel.astype(np.float64), threshold=0.75, bounds=True
     )
@@ -195,26 +195,36 @@ def test_numpy_engine_over_several_blocks_against_plain_loops(scale):
     assert got["tied_v2t"] == shape[0]
 
 
-@pytest.mark.parametrize("kind", ["tie_free", "ties", "signed_zeros", "one_sign", "wide"])
+@pytest.mark.parametrize(
+    "kind", ["tie_free", "ties", "signed_zeros", "one_sign", "wide", "short_rows", "dense_short"]
+)
 def test_numpy_engine_paths_give_equal_statistics(kind):
     """The 32-bit path and the packed 64-bit sort give the same statistics bit for bit:
     ties among relevant and non-relevant items, -0.0, scores of one sign far from 0,
-    and scores too wide for 32-bit keys (both then sort packed)."""
+    scores too wide for 32-bit keys (both then sort packed), and blocks of thousands of
+    20-item rows (whose many relevant entries, when dense, do not pack into 64 bits)."""
     import dataclasses
 
-    from jaxsvr.evaluation import numpy_engine
+    from jaxsvr.evaluation import narrow_keys, numpy_engine
 
     rng = np.random.default_rng(13)
-    shape = (700, 900)
+    shape = (40000, 20) if kind in ("short_rows", "dense_short") else (700, 900)
+    density = {"dense_short": 0.9, "short_rows": 0.1}.get(kind, 0.3)
     rel = np.where(
-        rng.random(shape) < 0.3, rng.choice(np.float32([0.25, 0.3, 0.5, 1.0]), shape), 0
+        rng.random(shape) < density, rng.choice(np.float32([0.25, 0.3, 0.5, 1.0]), shape), 0
     ).astype(np.float32)
+    if kind in ("short_rows", "dense_short"):  # whether the first row block packs
+        rows = numpy_engine._BLOCK_BYTES // (8 * shape[1])
+        nnz = int(np.count_nonzero(rel[:rows]))
+        assert narrow_keys.packs(rows, nnz) == (kind == "short_rows")
     sim = {
         "tie_free": lambda: rng.uniform(-1, 1, shape),
         "ties": lambda: rng.integers(0, 5, shape) / 4,
         "signed_zeros": lambda: rng.integers(-1, 2, shape) * rng.choice([-0.0, 0.5], shape),
         "one_sign": lambda: rng.uniform(1e3, 1e30, shape),
         "wide": lambda: rng.uniform(-1e3, 1e3, shape),
+        "short_rows": lambda: rng.uniform(-1, 1, shape),
+        "dense_short": lambda: rng.integers(0, 50, shape) / 49,
     }[kind]().astype(np.float32)
     for workers in (1, 2):
         narrow = numpy_engine.query_stats(sim, rel, threshold=0.5, workers=workers)
