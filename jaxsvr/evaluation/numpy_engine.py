@@ -4,8 +4,8 @@ The public EPIC-KITCHENS-100 evaluation argsorts every row and fancy-indexes who
 matrices (13-28 s and 2.5 GB at the 9668 x 3842 test size on our 2-core CPUs). Here each
 block of queries is ranked by one `np.sort` per row of integer keys, in one of two ways:
 
-- **32-bit keys** (`narrow_keys`; every block whose keys span < 2^31 values: cosine
-  similarities in [-1, 1], scores of one sign): the key is the similarity's order shifted
+- **32-bit keys** (`narrow_keys`; blocks whose keys span < 2^31 values, as cosine
+  similarities in [-1, 1] and scores of one sign do): the key is the similarity's order shifted
   left by one, with the low bit set where R > 0. The flagged positions of the sorted row
   are the ranks of the relevant items; a second sort of the relevant entries alone (about
   11% at EK-100) says which relevant item is at each. NumPy sorts 32-bit keys 3-4x faster
