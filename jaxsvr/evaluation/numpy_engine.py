@@ -104,11 +104,13 @@ def query_stats(
         d, start = job
         block = np.s_[start : start + rows[d]]
         s, r = (sim[block], rel[block]) if d == 0 else (sim.T[block], rel.T[block])
-        stats = _narrow_block_stats(s, rel, d, block, threshold, local, size) if narrow else None
+        stats, folded = None, None
+        if narrow:
+            stats, folded = _narrow_block_stats(s, rel, d, block, threshold, local, size)
         if stats is None:  # keys spanning >= 2^31 values, or asked: the packed sort
             if not hasattr(local, "packed"):
                 local.packed = _Buffers(size)
-            stats = _block_stats(s, r, threshold, local.packed)
+            stats = _block_stats(s, r, threshold, local.packed, folded)
         out[d].put(start, stats)
 
     if workers == 1 or len(jobs) == 1:
@@ -120,22 +122,23 @@ def query_stats(
     return out
 
 
-def _narrow_block_stats(s, rel, d, block, threshold, local, size) -> dict | None:
-    """Statistics of a block by the 32-bit path, or None where its keys do not fit."""
+def _narrow_block_stats(s, rel, d, block, threshold, local, size) -> tuple:
+    """(statistics of a block by the 32-bit path, None), or (None, its folded keys) where
+    they do not fit: the packed path takes those keys rather than folding them again."""
     if not hasattr(local, "narrow"):
         local.narrow = narrow_keys.Buffers(size)
     n, n_items = s.shape
     keys, scratch, mask = local.narrow.shaped(n, n_items)
     lo, hi = narrow_keys.folded_keys(s, keys, scratch, _copy)
     if not narrow_keys.fits(lo, hi):
-        return None
+        return None, keys
     if d == 0:
         entries = narrow_keys.row_entries(rel[block], mask)
     else:  # the relevance's column stripe in its own layout
         entries = narrow_keys.stripe_entries(rel[:, block], local.narrow)
-    if not narrow_keys.packs(n, entries[1].size):
-        return None
-    return narrow_keys.block_stats(keys, lo, entries, threshold, local.narrow)
+    if not narrow_keys.packs(n, entries[1].size):  # the entries leave the keys as they are
+        return None, keys
+    return narrow_keys.block_stats(keys, lo, entries, threshold, local.narrow), None
 
 
 class _Buffers:
@@ -154,7 +157,11 @@ class _Buffers:
         return tuple(a[: n * n_items].reshape(n, n_items) for a in arrays)
 
 
-def _block_stats(s: np.ndarray, r: np.ndarray, threshold: float, buf: _Buffers) -> dict:
+def _block_stats(
+    s: np.ndarray, r: np.ndarray, threshold: float, buf: _Buffers, folded: np.ndarray | None
+) -> dict:
+    """Statistics of a block by the packed sort; `folded`: its keys folded already
+    (`narrow_keys.folded_keys`), or None."""
     n, n_items = s.shape
     keys, bits, fold, mask = buf.shaped(n, n_items)
     halves = keys.view(np.int32)
@@ -163,10 +170,13 @@ def _block_stats(s: np.ndarray, r: np.ndarray, threshold: float, buf: _Buffers) 
     # descending similarity: c ^ ((c >> 31) & 0x7FFFFFFF) flips the magnitude of negatives.
     # Computed contiguously (strided ufuncs are not vectorised); the last step writes the
     # high halves of the keys.
-    _copy(s, bits.view(np.float32), negate=True)
-    np.right_shift(bits, 31, out=fold)
-    np.bitwise_and(fold, _MAGNITUDE, out=fold)
-    np.bitwise_xor(bits, fold, out=high)
+    if folded is not None:
+        np.copyto(high, folded)
+    else:
+        _copy(s, bits.view(np.float32), negate=True)
+        np.right_shift(bits, 31, out=fold)
+        np.bitwise_and(fold, _MAGNITUDE, out=fold)
+        np.bitwise_xor(bits, fold, out=high)
     _copy(r, low.view(np.float32))  # relevance bits, -0.0 -> 0.0
     keys.sort(axis=1)
     # Tied: neighbours with equal similarity (high halves); relevant: non-zero low halves.
