@@ -45,7 +45,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
-from jaxsvr.checkpoint_noise import quiet_abandoned_reads
+from jaxsvr.checkpoint_noise import reads_that_finish
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
 
@@ -284,17 +284,16 @@ def _damage(path: Path, metric: str | None) -> str | None:
 def _read(manager: ocp.CheckpointManager, step: int, abstract: Any, path: Path) -> Any:
     """Restores `step`; raises _Unusable when it cannot be read or is not finite, and
     InputError when it holds another state than `abstract`."""
-    # Before the first read: a failed read's siblings can report into orbax's closed event
-    # loop from tensorstore threads before the failure even reaches the except clauses.
-    quiet_abandoned_reads()
     try:
-        saved = manager.item_metadata(step)
+        with reads_that_finish():  # a failed read leaves no abandoned reads to report
+            saved = manager.item_metadata(step)
         saved = {m.name: (tuple(m.shape), np.dtype(m.dtype)) for m in jax.tree.leaves(saved)}
     except Exception as e:  # orbax and tensorstore raise many kinds for unreadable files
         raise _Unusable(f"its array metadata cannot be read: {_reason(e)}") from e
     _check_layout(saved, abstract, path)
     try:
-        restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        with reads_that_finish():
+            restored = manager.restore(step, args=ocp.args.StandardRestore(abstract))
     except Exception as e:  # as above
         raise _Unusable(f"its arrays cannot be read: {_reason(e)}") from e
     if not bool(jax.device_get(_all_finite(restored))):

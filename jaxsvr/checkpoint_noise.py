@@ -1,84 +1,87 @@
-"""Quiets the reads orbax abandons when one read of a damaged checkpoint fails.
+"""Checkpoint reads that leave nothing behind when one of their arrays cannot be read.
 
-`jaxsvr.checkpoint` restores checkpoints that may be damaged; when one array read fails,
-orbax stops waiting for the others, which still finish on tensorstore threads and report
-their errors into an event loop orbax has closed, or as never-retrieved futures, as tens
-of tracebacks although the checkpoint has been moved aside and nothing is wrong any more.
-`quiet_abandoned_reads()` installs hooks that drop exactly those reports.
+orbax runs each restore in an event loop of its own (`asyncio.new_event_loop()`), gathers
+the reads of every array there, and closes the loop as soon as the first read fails. The
+other reads are still in flight on tensorstore's threads: when they finish they post into
+the closed loop, and their tasks are collected with exceptions nobody retrieved. Both
+print tracebacks on stderr (tens to hundreds of lines, a different number each run) after
+jaxsvr has already said, in one line, that the checkpoint is unusable.
+
+`reads_that_finish()` is the context every orbax read in jaxsvr runs under. While it is
+active, the loops orbax creates close only after every task created in them has finished,
+and the exceptions of those nobody awaited any more are retrieved, so nothing is left to
+report: the failed read's error is the only thing anyone sees. It fixes the cause rather
+than filtering what is printed, so no real error of another library is ever hidden.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
-import sys
-import traceback
-from typing import Any
+import contextlib
+import threading
+import warnings
+from collections.abc import Iterator
+
+# A pending read of a local or cloud file finishes or fails within this many seconds;
+# the bound only keeps a stuck read from hanging the process for ever.
+DRAIN_SECONDS = 300.0
 
 
-def quiet_abandoned_reads() -> None:
-    """Drops the noise of the reads orbax abandons when one read of a checkpoint fails.
+class _DrainingLoop(asyncio.SelectorEventLoop):
+    """An event loop whose `close()` first runs every task created in it to its end and
+    retrieves the exceptions nobody awaited."""
 
-    The others are still in flight on tensorstore threads; when they finish, into an event
-    loop orbax has closed, or when their coroutines are finalised, their errors reach
-    `sys.unraisablehook`, which prints tens of tracebacks although nothing is wrong any
-    more. The hooks installed here (once per process, before the first checkpoint read, as
-    those threads can report before the failed read returns) drop exactly those and pass
-    every other exception on.
-    """
-    previous = sys.unraisablehook
-    if getattr(previous, "jaxsvr_quiet", False):
-        return
+    def __init__(self) -> None:
+        super().__init__()
+        self._tasks: list[asyncio.Task] = []
+        self.set_task_factory(self._new_task)
 
-    def hook(unraisable: Any) -> None:
-        error, obj = unraisable.exc_value, unraisable.object
-        code = getattr(obj, "cr_code", None)  # a coroutine finalised with its exception
-        if not (_closed_loop(error) or (code is not None and "orbax" in code.co_filename)):
-            previous(unraisable)
+    def _new_task(self, loop, coro, **kwargs) -> asyncio.Task:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        self._tasks.append(task)
+        return task
 
-    hook.jaxsvr_quiet = True
-    sys.unraisablehook = hook
-    # A tensorstore thread that posts a finished read to the closed loop gets the error
-    # from asyncio's call_soon_threadsafe and prints it with PyErr_Print, which goes
-    # through sys.excepthook: dropped when every frame of its traceback is asyncio's.
-    previous_excepthook = sys.excepthook
-
-    def excepthook(kind: type, error: BaseException, tb: Any) -> None:
-        if not (_closed_loop(error) and tb is not None and _asyncio_only(tb)):
-            previous_excepthook(kind, error, tb)
-
-    sys.excepthook = excepthook
-    # A read future that fails after orbax stopped waiting reaches asyncio's default
-    # handler instead, as one "<class> exception was never retrieved" error with traceback.
-    logging.getLogger("asyncio").addFilter(_AbandonedReadFilter())
+    def close(self) -> None:
+        if not self.is_closed() and not self.is_running():
+            while pending := [task for task in self._tasks if not task.done()]:
+                done, _ = self.run_until_complete(asyncio.wait(pending, timeout=DRAIN_SECONDS))
+                if not done:
+                    break  # a stuck read: closing reports it, as it would have anyway
+            # retrieved, so never reported as "Task exception was never retrieved": this
+            # includes tasks that failed after the first failure, before the loop stopped
+            for task in self._tasks:
+                if task.done() and not task.cancelled():
+                    task.exception()
+            self._tasks.clear()
+        super().close()
 
 
-def _closed_loop(error: BaseException) -> bool:
-    return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+class _DrainingPolicy(asyncio.DefaultEventLoopPolicy):
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        return _DrainingLoop()
 
 
-def _asyncio_only(tb: Any) -> bool:
-    """Every frame of traceback `tb` is in the asyncio package (a call from C into it)."""
-    folder = os.path.dirname(asyncio.__file__) + os.sep
-    frames = traceback.extract_tb(tb)
-    return bool(frames) and all(f.filename.startswith(folder) for f in frames)
+_lock = threading.RLock()  # one policy swap at a time (restores in threads, nested ones)
 
 
-class _AbandonedReadFilter(logging.Filter):
-    """Drops asyncio's report of a failed checkpoint read nobody waits for any more."""
+@contextlib.contextmanager
+def reads_that_finish() -> Iterator[None]:
+    """Within this context, event loops created in the process (orbax's, for each read)
+    finish their pending tasks before they close (module docstring)."""
+    with _lock:
+        previous = _set_policy(_DrainingPolicy())
+        try:
+            yield
+        finally:
+            _set_policy(previous)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        first = message.split("\n", 1)[0]
-        # asyncio names the class: Future, Task (an array read), _GatheringFuture (its parts)
-        never_retrieved = first.endswith(" exception was never retrieved")
-        return not (never_retrieved and (_from_orbax(record.exc_info) or "orbax" in message))
 
-
-def _from_orbax(exc_info: Any) -> bool:
-    """The exception of a log record's `exc_info` was raised in orbax's code."""
-    error = exc_info[1] if exc_info else None
-    if not isinstance(error, BaseException) or error.__traceback__ is None:
-        return False
-    return any("orbax" in f.filename for f in traceback.extract_tb(error.__traceback__))
+def _set_policy(policy: asyncio.AbstractEventLoopPolicy) -> asyncio.AbstractEventLoopPolicy:
+    """Makes `policy` asyncio's; returns the one it replaces."""
+    with warnings.catch_warnings():
+        # Python 3.14 deprecates event loop policies; orbax offers no other way to choose
+        # the loop it reads in.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        previous = asyncio.get_event_loop_policy()
+        asyncio.set_event_loop_policy(policy)
+    return previous
