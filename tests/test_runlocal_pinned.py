@@ -11,14 +11,21 @@ which is only right to run when a change is *meant* to move the numbers (say why
 commit). The plain `runlocal` of each config file runs in the default suite; the other
 variants (losses, margins, proxies) are marked slow.
 
-Bit for bit holds only on the environment that wrote the pins: XLA compiles for the host
-CPU's instruction set (AVX-512 or AVX2 change the float rounding of fused reductions) and
-each jax / jaxlib release may fuse differently. Each pin records that environment
-(`_environment`: jax, jaxlib, numpy versions and the CPU's vector extensions; pins written
-on different machines sit side by side, each exact where it was written); elsewhere
-(CI on another machine, a fresh install of newer releases) the runs are compared within
-float32 rounding instead: losses to 1e-5 relative, metrics to 2e-3 relative and 1e-3
-absolute (a near-tie in a ranking may flip).
+Bit for bit holds only on the machine that wrote the pins: XLA compiles for the host
+CPU's instruction set (AVX-512 or AVX2 change the float rounding of fused reductions),
+each jax / jaxlib release may fuse differently, and two machines with the same releases
+and vector extensions still differed in the last bit of one metric (epic_hgr's
+`ndcg_exp_v2t`, two AMD EPYC Zen 4 VMs). So each pin records the environment that wrote
+it (`_environment`: jax, jaxlib, numpy versions, the CPU's vector extensions, and the
+kernel's boot id, which names one machine until it restarts), and the comparison is bit
+for bit only in that environment: to check a refactor bit for bit, write the pins at the
+commit before it (e.g. in a `git worktree`) and run this test at the refactor, on one
+machine. Everywhere else (CI, another session) the runs are compared within float32
+rounding: train losses to 1e-5 relative, nDCG and mAP to 2e-3 relative and 1e-3
+absolute, query counts exactly. Recalls and ranks are left out there: a near-tie that
+flips on another CPU moves one query's rank, i.e. R@K by 100 / queries, which no
+tolerance of rounding covers, and nDCG and mAP of the same ranking already catch a change
+of behaviour. A pin that fails only on some machines would fail CI by chance.
 """
 
 import json
@@ -81,11 +88,17 @@ def environment() -> dict:
     except OSError:
         flags = []
     vector = sorted(f for f in flags if f.startswith(("avx", "fma", "sse4", "f16c", "amx")))
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
     return {
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
         "numpy": np.__version__,
         "cpu": " ".join(vector),
+        "boot": boot,
     }
 
 
@@ -103,7 +116,8 @@ def test_final_metrics_are_pinned(name, arg, tmp_path, wordnet_reader):
         return
     want = _pins().get(key)
     assert want is not None, f"no pinned metrics for {key}: write them (see the docstring)"
-    if want.pop("_environment") == environment():
+    written = want.pop("_environment")
+    if written.get("boot") and written == environment():
         # floats round-trip exactly through JSON's repr, so == is bit for bit
         assert got == want
         return
@@ -111,4 +125,7 @@ def test_final_metrics_are_pinned(name, arg, tmp_path, wordnet_reader):
     losses, pinned = got.pop("train_losses"), want.pop("train_losses")
     assert losses.keys() == pinned.keys()
     np.testing.assert_allclose([losses[s] for s in pinned], list(pinned.values()), rtol=1e-5)
-    np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=2e-3, atol=1e-3)
+    counts = [k for k in want if k.removeprefix("class_").startswith(("n_queries", "excluded_"))]
+    assert {k: got[k] for k in counts} == {k: want[k] for k in counts}
+    scores = [k for k in want if k.startswith(("ndcg", "map"))]
+    np.testing.assert_allclose([got[k] for k in scores], [want[k] for k in scores], 2e-3, 1e-3)
