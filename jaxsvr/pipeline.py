@@ -139,8 +139,28 @@ def _captioned(data) -> Annotations:
         rows = CaptionedVideos.concat(
             [kitchen.captioned(n, data.seed, s) for s, n in sizes.items()]
         )
-    train_rows = rows.select("train")
-    test_rows = rows.select("test") if "test" in rows.split else rows.select("val")
+    train_rows, test_rows, val_rows = (rows.select(s) for s in ("train", "test", "val"))
+    # The test videos are evaluated. Annotations without any (one MSR-VTT
+    # train_val_videodatainfo.json) evaluate their validate videos instead: that changes
+    # what the numbers mean, so the log says it, as it says which videos go unused.
+    val_videos = len(set(val_rows.video_id))
+    if not len(test_rows) and len(val_rows):
+        logging.warning(
+            "data: %s has no test videos: its %d validate videos (%d captions) are the test "
+            "split; give the test annotations too (for MSR-VTT the folder of both files) to "
+            "evaluate on the test split",
+            path,
+            val_videos,
+            len(val_rows),
+        )
+        test_rows = val_rows
+    elif len(val_rows):
+        logging.info(
+            "data: %s: %d validate videos (%d captions) are not used (the test split is evaluated)",
+            path,
+            val_videos,
+            len(val_rows),
+        )
     for name, part in (("train", train_rows), ("test or validation", test_rows)):
         if not len(part):
             raise InputError(f"{path}: no {name} captions: the file must hold both splits")

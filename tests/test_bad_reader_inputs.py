@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bad_input_files import (
+    CLIP_HEADER,
+    clip,
     forged,
     materialise,
     npy,
@@ -19,7 +21,7 @@ from bad_input_files import (
 )
 
 from jaxsvr import cli
-from jaxsvr.annotations import caption_table, epic100, msrvtt, youcook2
+from jaxsvr.annotations import activitynet, caption_table, epic100, msrvtt, youcook2
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import features, text
 from jaxsvr.relevance import __main__ as relevance_cli
@@ -39,9 +41,46 @@ def _msr(d):
     return msrvtt.read(d / "a.json")
 
 
+def _msr_folder(d):
+    return msrvtt.read(d)
+
+
+def _anet(d):
+    return activitynet.read(d)
+
+
 VOCAB = text.Vocabulary.build([["knife", "plate"]])
 MSR_OK = '{"videos": [{"video_id": "v0", "split": "train"}], "sentences": [%s]}'
 YC2 = '{"database": {"v": {"subset": "training", "annotations": [{"id": 0, "segment": %s, "sentence": "a"}]}}}'  # noqa: E501
+YC2_SENTENCE = YC2.replace('"sentence": "a"', '"sentence": %s') % ("[0, 1]", "%s")
+
+
+def _msr_file(split: str, vid: str = "v0", caption: str = "a") -> str:
+    """A videodatainfo file of one video with one sentence."""
+    return (
+        f'{{"videos": [{{"video_id": "{vid}", "split": "{split}"}}], '
+        f'"sentences": [{{"video_id": "{vid}", "caption": "{caption}", "sen_id": 0}}]}}'
+    )
+
+
+def _msr_release(train_val: str, test: str) -> dict[str, str]:
+    """A folder of the public release's two files."""
+    return dict(zip(msrvtt.FILES, (train_val, test)))
+
+
+ANET_VIDEO = '{"duration": 10, "timestamps": %s, "sentences": %s}'
+ANET_TEST = '{"v_t": %s}' % (ANET_VIDEO % ("[[0, 1]]", '["b"]'))
+
+
+def _anet_files(train_videos: str, test: str = ANET_TEST) -> dict[str, str]:
+    """train.json holding `train_videos` (the text inside its braces) and val_1.json."""
+    return {"train.json": "{" + train_videos + "}", "val_1.json": test}
+
+
+def _anet_stamp(stamps: str, sentences: str = '["a"]') -> dict[str, str]:
+    """A folder whose train.json has one 10 s video v_a with these timestamps."""
+    return _anet_files('"v_a": ' + ANET_VIDEO % (stamps, sentences))
+
 
 READER_CASES: list[tuple[str, Callable[[Path], object], dict, tuple[str, ...]]] = [
     (
@@ -133,6 +172,186 @@ READER_CASES: list[tuple[str, Callable[[Path], object], dict, tuple[str, ...]]] 
         ("a.json", "sentences[1]", "sentences[0]"),
     ),
     ("msrvtt-huge-int", _msr, {"a.json": "1" * 5000}, ("a.json", "not valid JSON")),
+    # A key written twice in one JSON object: json keeps the last and data vanishes.
+    (
+        "activitynet-video-key-twice",
+        _anet,
+        _anet_files('"v_a": %s, "v_a": %s' % ((ANET_VIDEO % ("[[0, 1]]", '["a"]'),) * 2)),
+        ("train.json", "top-level object", '"v_a" twice'),
+    ),
+    (
+        "activitynet-sentences-key-twice",
+        _anet,
+        _anet_files(
+            '"v_a": {"duration": 10, "timestamps": [[0, 1]], "sentences": ["a"], '
+            '"sentences": ["b"]}'
+        ),
+        ("train.json", '["v_a"]', '"sentences" twice'),
+    ),
+    (
+        "activitynet-video-key-twice-in-test-file",
+        _anet,
+        _anet_files(
+            '"v_a": ' + ANET_VIDEO % ("[[0, 1]]", '["a"]'),
+            test='{"v_t": %s, "v_t": %s}' % ((ANET_VIDEO % ("[[0, 1]]", '["b"]'),) * 2),
+        ),
+        ("val_1.json", '"v_t" twice'),
+    ),
+    (
+        "youcook2-video-key-twice",
+        _yc2,
+        {
+            "a.json": '{"database": {"v": {"subset": "training", "annotations": []}, '
+            '"v": {"subset": "validation", "annotations": []}}}'
+        },
+        ("a.json", '["database"]', '"v" twice'),
+    ),
+    (
+        "youcook2-sentence-key-twice",
+        _yc2,
+        {"a.json": YC2.replace('"sentence": "a"', '"sentence": "a", "sentence": "b"') % "[0, 1]"},
+        ("a.json", '["database"]["v"]["annotations"][0]', '"sentence" twice'),
+    ),
+    (
+        "youcook2-database-key-twice",
+        _yc2,
+        {"a.json": '{"database": {}, "database": {}}'},
+        ("a.json", "top-level object", '"database" twice'),
+    ),
+    (
+        "msrvtt-split-key-twice",
+        _msr,
+        {"a.json": MSR_OK.replace('"split": "train"', '"split": "test", "split": "train"') % ""},
+        ("a.json", '["videos"][0]', '"split" twice'),
+    ),
+    (
+        "msrvtt-caption-key-twice",
+        _msr,
+        {"a.json": MSR_OK % '{"video_id": "v0", "caption": "a", "caption": "b", "sen_id": 0}'},
+        ("a.json", '["sentences"][0]', '"caption" twice'),
+    ),
+    (
+        "msrvtt-sentences-key-twice",
+        _msr,
+        {"a.json": '{"videos": [], "sentences": [], "sentences": []}'},
+        ("a.json", "top-level object", '"sentences" twice'),
+    ),
+    # Empty and whitespace-only captions: a training pair with no text.
+    (
+        "msrvtt-empty-caption",
+        _msr,
+        {"a.json": _msr_file("train", caption="")},
+        ("a.json: sentences[0] (video v0)", "'caption' is ''"),
+    ),
+    (
+        "msrvtt-blank-caption",
+        _msr,
+        {"a.json": _msr_file("train", caption=" \\t ")},
+        ("a.json: sentences[0] (video v0)", "'caption' is ' \\t '"),
+    ),
+    (
+        "msrvtt-empty-caption-in-test-file",
+        _msr_folder,
+        _msr_release(_msr_file("train"), _msr_file("test", "v9", caption="  ")),
+        ("test_videodatainfo.json: sentences[0] (video v9)", "'caption' is '  '"),
+    ),
+    (
+        "youcook2-empty-sentence",
+        _yc2,
+        {"a.json": YC2_SENTENCE % '""'},
+        ("a.json: video v annotation 0", "'sentence' is ''"),
+    ),
+    (
+        "youcook2-blank-sentence",
+        _yc2,
+        {"a.json": YC2_SENTENCE % '"   "'},
+        ("a.json: video v annotation 0", "'sentence' is '   '"),
+    ),
+    (
+        "youcook2-missing-sentence",
+        _yc2,
+        {"a.json": YC2.replace(', "sentence": "a"', "") % "[0, 1]"},
+        ("a.json: video v annotation 0", "'sentence' is None"),
+    ),
+    (
+        "activitynet-empty-sentence",
+        _anet,
+        _anet_stamp("[[0, 1]]", '[""]'),
+        ("train.json: video v_a timestamp 0", "'sentences'[0] is ''"),
+    ),
+    (
+        "activitynet-blank-sentence",
+        _anet,
+        _anet_stamp("[[0, 1]]", '["\\n "]'),
+        ("train.json: video v_a timestamp 0", "'sentences'[0] is '\\n '"),
+    ),
+    (
+        "captions-blank-caption",
+        lambda d: caption_table.read_csv(d / "c.csv"),
+        {"c.csv": "video_id,caption\nv,a cat\nv,   \n"},
+        ("c.csv:3", "column 'caption'", "is empty"),
+    ),
+    (
+        "captions-empty-narration",
+        lambda d: caption_table.read_csv(d / "c.csv"),
+        {"c.csv": 'narration_id,narration\na,""\n'},
+        ("c.csv:2", "column 'narration'", "is empty"),
+    ),
+    # Split labels that contradict the file of the public release holding them.
+    (
+        "msrvtt-train-label-in-test-file",
+        _msr_folder,
+        _msr_release(_msr_file("train"), _msr_file("train", "v9")),
+        ("test_videodatainfo.json: videos[0] (video v9)", "'split' is 'train'", "test videos"),
+    ),
+    (
+        "msrvtt-validate-label-in-test-file",
+        _msr_folder,
+        _msr_release(_msr_file("train"), _msr_file("validate", "v9")),
+        ("test_videodatainfo.json: videos[0] (video v9)", "'split' is 'validate'"),
+    ),
+    (
+        "msrvtt-test-label-in-train-val-file",
+        _msr_folder,
+        _msr_release(_msr_file("test"), _msr_file("test", "v9")),
+        (
+            "train_val_videodatainfo.json: videos[0] (video v0)",
+            "'split' is 'test'",
+            "train and validate videos",
+        ),
+    ),
+    (
+        "msrvtt-empty-test-file",
+        _msr_folder,
+        _msr_release(_msr_file("train"), '{"videos": [], "sentences": []}'),
+        ("test_videodatainfo.json", "'videos' is empty"),
+    ),
+    # ActivityNet timestamps no loader can mend (ends beyond the duration are clamped and
+    # reversed ones swapped: tests/annotations/test_activitynet.py).
+    (
+        "activitynet-negative-start",
+        _anet,
+        _anet_stamp("[[-1, 2]]"),
+        ("train.json: video v_a timestamp 0", "negative time"),
+    ),
+    (
+        "activitynet-negative-end",
+        _anet,
+        _anet_stamp("[[2, -0.5]]"),
+        ("train.json: video v_a timestamp 0", "negative time"),
+    ),
+    (
+        "activitynet-start-beyond-duration",
+        _anet,
+        _anet_stamp("[[10.5, 12]]"),
+        ("train.json: video v_a timestamp 0", "starts at 10.5 s, after the video's end"),
+    ),
+    (
+        "activitynet-reversed-beyond-duration",
+        _anet,
+        _anet_stamp("[[12, 10.5]]"),
+        ("train.json: video v_a timestamp 0", "starts at 10.5 s, after the video's end"),
+    ),
     (
         "word-vectors-beyond-float32",
         lambda d: text.load_word_vectors(d / "v.txt", VOCAB),
@@ -162,6 +381,30 @@ READER_CASES: list[tuple[str, Callable[[Path], object], dict, tuple[str, ...]]] 
         lambda d: epic100.read_sentences(d / "s.csv"),
         {"s.csv": 'narration_id,narration,verb_class,noun_classes\na,b,0,"[1, -2]"\n'},
         ("s.csv:2", "'noun_classes'", "-2"),
+    ),
+    (
+        "clips-empty-narration",
+        lambda d: epic100.read_clips(d / "c.csv"),
+        {"c.csv": CLIP_HEADER + clip(0) + clip(1, narration="")},
+        ("c.csv:3", "'narration'", "empty"),
+    ),
+    (
+        "clips-blank-narration",
+        lambda d: epic100.read_clips(d / "c.csv"),
+        {"c.csv": CLIP_HEADER + clip(0, narration="   ")},
+        ("c.csv:2", "'narration'", "empty"),
+    ),
+    (
+        "sentences-empty-narration",
+        lambda d: epic100.read_sentences(d / "s.csv"),
+        {"s.csv": "narration_id,narration,verb_class,noun_classes\na,,0,[1]\n"},
+        ("s.csv:2", "'narration'", "empty"),
+    ),
+    (
+        "sentences-blank-narration",
+        lambda d: epic100.read_sentences(d / "s.csv", clips=None),
+        {"s.csv": 'narration_id,narration,verb_class,noun_classes\na,"  ",0,[1]\n'},
+        ("s.csv:2", "'narration'", "empty"),
     ),
     (
         "sentences-verb-beyond-table",

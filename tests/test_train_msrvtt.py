@@ -1,7 +1,9 @@
 """HGR on MSR-VTT-form data: the config's variants, the built-in videos with 20 captions
-that disagree, their reading through the public release's folder, and a RANP run."""
+that disagree, their reading through the public release's folder, which split is
+evaluated (said in the log), and a RANP run."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -74,6 +76,64 @@ def test_built_in_videos_through_the_public_folder_format(tmp_path):
         ).data
     )
     assert len(one.train.clips) == len(one.train.video) == 12 and one.train.video_rows is None
+
+
+def _videodatainfo(*videos: tuple[str, str]) -> dict:
+    """A videodatainfo object of (video id, split) videos with two captions each."""
+    return {
+        "videos": [{"video_id": v, "split": split} for v, split in videos],
+        "sentences": [
+            {"video_id": v, "caption": text, "sen_id": f"{v}-{k}"}
+            for v, _ in videos
+            for k, text in enumerate(("a man cuts an onion", "a person slices a tomato"))
+        ],
+    }
+
+
+TRAIN_VAL = _videodatainfo(("v0", "train"), ("v1", "train"), ("v2", "validate"))
+TEST = _videodatainfo(("v8", "test"), ("v9", "test"))
+# Each row: the files in data.annotations (a name alone: that file is the annotations),
+# the videos evaluated, and the log line saying so (level, words), or None for no line.
+EVALUATED = [
+    (
+        "one-train-val-file",
+        {msrvtt.FILES[0]: TRAIN_VAL},
+        ["v2"],
+        (logging.WARNING, "has no test videos: its 1 validate videos (2 captions) are the test"),
+    ),
+    (
+        "release-folder",
+        {msrvtt.FILES[0]: TRAIN_VAL, msrvtt.FILES[1]: TEST},
+        ["v8", "v9"],
+        (logging.INFO, "1 validate videos (2 captions) are not used"),
+    ),
+    (
+        "train-and-test-file",
+        {"a.json": _videodatainfo(("v0", "train"), ("v8", "test"))},
+        ["v8"],
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "files, evaluated, says", [e[1:] for e in EVALUATED], ids=[e[0] for e in EVALUATED]
+)
+def test_the_evaluated_split_is_said_in_the_log(tmp_path, caplog, files, evaluated, says):
+    for name, obj in files.items():
+        (tmp_path / name).write_text(json.dumps(obj))
+    path = tmp_path / next(iter(files)) if len(files) == 1 else tmp_path
+    with caplog.at_level(logging.INFO):
+        ann = pipeline.load_annotations(
+            config("msrvtt_hgr", "runlocal", data__annotations=str(path)).data
+        )
+    assert sorted(set(ann.test.video_id)) == evaluated
+    lines = [r for r in caplog.records if "validate videos" in r.getMessage()]
+    if says is None:
+        assert not lines, [r.getMessage() for r in lines]
+        return
+    assert len(lines) == 1 and lines[0].levelno == says[0]
+    assert says[1] in lines[0].getMessage() and str(path) in lines[0].getMessage()
 
 
 def test_ranp_trains_on_built_in_msrvtt_videos_and_reports_ndcg_only(tmp_path):

@@ -12,14 +12,32 @@ sequence the context windows run over; a clip's id is "{video}_{k}", k the pair'
 the file, so ids trace back to the file whatever the order.
 
 `read(folder)` reads both files of a folder (`config.data.annotations` with
-`config.data.format = "activitynet"`); `read_split(path, split)` one file. A malformed
-entry — timestamps and sentences of different lengths, a start after its end, times
-outside [0, duration], an empty sentence, a video in both files — raises `InputError`
-naming the file, the video and the index.
+`config.data.format = "activitynet"`); `read_split(path, split)` one file.
+
+What the public release holds, and what the reader does with it. `train.json` has 261
+timestamps that end after their video's duration (by at most 0.01 s: rounding), 2 that
+start after their end ([61.29, 60.71]) and 2 of zero length; `val_1.json` 134 ends
+beyond the duration and nothing else (counted on the copy in microsoft/VideoX,
+`2D-TAN/data/ActivityNet`). Refusing such files would refuse the dataset, so:
+- an end beyond the duration is clamped to the duration, as the moment-localization
+  loaders do (2D-TAN, microsoft/VideoX `2D-TAN/lib/datasets/activitynet.py`:
+  `min(end, duration)`);
+- a start after its end is swapped with it, as COOT does when it reads the release for
+  the features ConTra uses (simon-ging/coot-videotext `data_read_activitynet_meta.py`);
+  2D-TAN drops such pairs instead, but ConTra's counts (37,421 / 17,505) keep every pair,
+  and real feature files hold one row per pair, so none is dropped;
+- a zero-length timestamp is a clip like any other (COOT keeps it).
+Each file that needed a clamp or a swap says so in one log line (counts and the first
+case). What no loader can mend is refused with `InputError` naming the file, the video
+and the index: timestamps and sentences of different lengths, a negative time, a start
+beyond the duration, a time that is not a number, an empty or whitespace-only sentence,
+a video in both files, and (`captioned.load_json`) a video id or entry key written twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from pathlib import Path
 
 from jaxsvr.annotations.captioned import CaptionedVideos, finite_number, load_json, rows_of
@@ -64,16 +82,48 @@ def read_split(path: str | Path, split: str) -> CaptionedVideos:
 
 
 def parse(data, path: str | Path, split: str) -> list[tuple[str, str, list]]:
-    """Videos of an already loaded file as (video id, split, [(start, end, k, sentence)])."""
+    """Videos of an already loaded file as (video id, split, [(start, end, k, sentence)]),
+    ends beyond the duration clamped and reversed timestamps swapped (said in the log)."""
     if not isinstance(data, dict) or not data:
         raise InputError(
             f"{path}: expected ActivityNet Captions' JSON object of videos "
             '({"v_...": {"duration", "timestamps", "sentences"}}) with at least one video'
         )
-    return [_video(vid, entry, f"{path}: video {vid}", split) for vid, entry in data.items()]
+    mended = _Mended()
+    videos = [
+        _video(vid, entry, f"{path}: video {vid}", split, mended) for vid, entry in data.items()
+    ]
+    mended.log(path)
+    return videos
 
 
-def _video(vid: str, entry, where: str, split: str) -> tuple[str, str, list]:
+@dataclasses.dataclass
+class _Mended:
+    """The timestamps of one file the reader changed: "video V timestamp k [start, end]"
+    of each end clamped to its duration and of each start swapped with its end."""
+
+    clamped: list[str] = dataclasses.field(default_factory=list)
+    beyond_s: float = 0.0  # the largest amount an end lay beyond its duration
+    swapped: list[str] = dataclasses.field(default_factory=list)
+
+    def log(self, path: str | Path) -> None:
+        """One line when anything changed: counts and the first case of each kind."""
+        parts = []
+        if self.clamped:
+            parts.append(
+                f"clamped {len(self.clamped)} ends beyond their video's duration to it (by at "
+                f"most {self.beyond_s:.3g} s; first: {self.clamped[0]})"
+            )
+        if self.swapped:
+            parts.append(
+                f"swapped start and end of {len(self.swapped)} timestamps that started after "
+                f"their end (first: {self.swapped[0]})"
+            )
+        if parts:
+            logging.warning("data: %s: %s; every clip is kept", path, "; ".join(parts))
+
+
+def _video(vid: str, entry, where: str, split: str, mended: _Mended) -> tuple[str, str, list]:
     if not isinstance(entry, dict):
         raise InputError(f"{where}: expected an object with duration, timestamps, sentences")
     duration, stamps, sentences = (entry.get(k) for k in ("duration", "timestamps", "sentences"))
@@ -96,11 +146,25 @@ def _video(vid: str, entry, where: str, split: str) -> tuple[str, str, list]:
         ):
             raise InputError(f"{at}: {stamp!r} is not [start, end] in seconds")
         start, end = float(stamp[0]), float(stamp[1])
-        if start > end:
-            raise InputError(f"{at}: starts at {start} s after its end {end} s")
-        if start < 0 or end > duration:
-            raise InputError(f"{at}: [{start}, {end}] lies outside the video's [0, {duration}] s")
+        if start < 0 or end < 0:
+            raise InputError(f"{at}: [{start}, {end}] has a negative time: times are >= 0 s")
+        case = f"video {vid} timestamp {k} {[start, end]}"
+        if start > end:  # an annotator's slip: COOT swaps them
+            mended.swapped.append(case)
+            start, end = end, start
+        if start > duration:
+            raise InputError(
+                f"{at}: starts at {start} s, after the video's end ({duration} s): fix the "
+                "timestamp or the duration"
+            )
+        if end > duration:  # rounding: clamped as 2D-TAN does
+            mended.clamped.append(f"{case} > {duration}")
+            mended.beyond_s = max(mended.beyond_s, end - duration)
+            end = float(duration)
         if not isinstance(sentence, str) or not sentence.strip():
-            raise InputError(f"{at}: its sentence is {sentence!r}: expected non-empty text")
+            raise InputError(
+                f"{at}: 'sentences'[{k}] is {sentence!r}: expected non-empty text; write the "
+                "sentence or remove the timestamp and its sentence"
+            )
         segments.append((start, end, k, sentence.strip()))
     return vid, split, segments

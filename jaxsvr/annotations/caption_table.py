@@ -2,6 +2,7 @@
 
 The proxy command line (`python -m jaxsvr.relevance`) reads captions from any CSV with a
 `narration` (EPIC) or `caption` column; rows of one `video_id` are one video's captions.
+An empty or whitespace-only caption is an `InputError` naming the file, line and column.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ def read_csv(path: str | Path) -> CaptionTable:
             column = next((c for c in TEXT_COLUMNS if c in row.columns), None)
             if column is None:
                 raise row.error(TEXT_COLUMNS[0], f"is missing: add one of {TEXT_COLUMNS}")
+        if not row[column].strip():
+            raise row.error(
+                column, "is empty: every row needs its caption; write it or remove the row"
+            )
         texts.append(row[column])
         if "video_id" in row.columns:
             videos.append(row["video_id"])

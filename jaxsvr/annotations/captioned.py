@@ -5,7 +5,9 @@ the trainer.
 ActivityNet Captions timestamp, or a whole MSR-VTT video with its 20 captions), the source
 video, the split and, for segments, their times and order in the video. The readers
 (`jaxsvr.annotations.youcook2`, `.msrvtt`, `.activitynet`) return it; `rows_of` builds it
-from segment lists for the segment datasets.
+from segment lists for the segment datasets. `load_json` opens their JSON files: invalid JSON,
+and an object that repeats a key (json would keep the last and a video would vanish), is
+one `InputError` line.
 
 Such datasets have no verb/noun classes. `to_clips` derives them from the captions: spaCy
 verbs and nouns (`jaxsvr.nlp.captions`) mapped to classes by a SYN class map
@@ -87,9 +89,9 @@ def finite_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def load_json(path: Path):
-    """A JSON annotation file; a missing, non-UTF-8 or invalid file is one InputError line
-    (`jaxsvr.files.tables.load_json`)."""
+def load_json(path: str | Path):
+    """A JSON annotation file; a missing, non-UTF-8 or invalid file, or an object that
+    repeats a key, is one InputError line (`jaxsvr.files.tables.load_json`)."""
     return tables.load_json(path)
 
 

@@ -15,7 +15,8 @@ video's clips in narration order (the numeric suffix), the temporal order that c
 models need. List columns are parsed strictly (`jaxsvr.files.literals`), files are opened by
 `jaxsvr.files.tables` (UTF-8, strict quoting, at least one row), and any bad row raises
 `InputError` naming file, line and column: class ids must be integers in the range of
-the class table when one is given (else 0..`tables.MAX_CLASS_ID`), narration_ids unique.
+the class table when one is given (else 0..`tables.MAX_CLASS_ID`), narration_ids unique,
+narrations not empty.
 """
 
 from __future__ import annotations
@@ -150,8 +151,9 @@ def read_clips(
     seen: dict[str, int] = {}
     for row in csv_rows(path, CLIP_COLUMNS):
         _check_unique(row, seen)
-        for c in ("narration_id", "video_id", "narration", "verb"):
+        for c in ("narration_id", "video_id", "verb"):
             cols[c].append(row[c])
+        cols["narration"].append(_narration(row))
         cols["verb_class"].append(row.class_id("verb_class", num_verbs))
         cols["noun_class"].append(row.class_id("noun_class", num_nouns))
         cols["all_nouns"].append(tuple(row.parse("all_nouns", parse_str_list)))
@@ -203,7 +205,7 @@ def read_sentences(
                 )
             lookup = None if has_classes else {n: i for i, n in enumerate(clips.narration_id)}
         ids.append(row["narration_id"])
-        text.append(row["narration"])
+        text.append(_narration(row))
         if lookup is None:
             verbs.append([row.class_id("verb_class", num_verbs)])
             nouns.append(row.class_ids("noun_classes", parse_int_list, num_nouns))
@@ -228,6 +230,16 @@ def read_classes(path: str | Path) -> ClassVocab:
         inst.append(tuple(row.parse("instances", parse_str_list)))
         cat.append(row.get("category", ""))
     return ClassVocab(key, inst, cat)
+
+
+def _narration(row) -> str:
+    """The row's narration; an empty one is an InputError (it would train and score as a
+    caption without words)."""
+    if not row["narration"].strip():
+        raise row.error(
+            "narration", "is empty: every row needs its narration; write it or remove the row"
+        )
+    return row["narration"]
 
 
 def _check_unique(row: Row, seen: dict[str, int]) -> None:

@@ -7,8 +7,19 @@ Format (Xu et al., CVPR 2016; the public release):
    "sentences": [{"video_id": "video0", "caption": "...", "sen_id": 0}, ...]}
 One row per sentence (20 per video); the clip is the video itself (`clip_id` =
 `video_id`, order 0). Splits map to `train` / `val` / `test`. Sentences keep file order;
-a sentence of an unknown video, a repeated `sen_id`, or a video without sentences raises
-`InputError`.
+a sentence of an unknown video, a repeated `sen_id`, an empty or whitespace-only
+caption, a video without sentences, a file without videos, or a key written twice in
+one object (`captioned.load_json`) raises `InputError` naming the file, the entry and
+the field.
+
+Splits come from the videos' "split" labels. In a folder of the public release the file
+is the split too: `train_val_videodatainfo.json` holds the train and validate videos,
+`test_videodatainfo.json` the test videos, so a label that contradicts its file (a
+"train" video in the test file would be trained on and left out of the test) raises
+`InputError` naming the file, the video and 'split'. A single file given alone has only
+its labels, which are used as they are. Which split a run evaluates is decided by the
+pipeline (`jaxsvr.pipeline`): the test videos, or the validate videos where the
+annotations hold no test videos, said in the log.
 """
 
 from __future__ import annotations
@@ -23,9 +34,11 @@ from jaxsvr.errors import InputError
 from jaxsvr.files.locations import locate
 
 SPLITS = {"train": "train", "validate": "val", "val": "val", "test": "test"}
+LABELS = {"train": "train", "val": "validate", "test": "test"}  # the release's label of each
 
 
 FILES = ("train_val_videodatainfo.json", "test_videodatainfo.json")  # the public release
+FILE_SPLITS = (("train", "val"), ("test",))  # the splits each file of FILES holds
 
 
 def read(path: str | Path) -> CaptionedVideos:
@@ -40,7 +53,10 @@ def read(path: str | Path) -> CaptionedVideos:
             f"MSR-VTT folder {path} has no {missing[0]}: it must hold {' and '.join(FILES)} "
             "(or point config.data.annotations at one videodatainfo JSON file)"
         )
-    parts = [parse(load_json(path / name), path / name) for name in FILES]
+    parts = [
+        parse(load_json(path / name), path / name, splits)
+        for name, splits in zip(FILES, FILE_SPLITS)
+    ]
     both = set(parts[0].video_id) & set(parts[1].video_id)
     if both:
         raise InputError(
@@ -50,8 +66,11 @@ def read(path: str | Path) -> CaptionedVideos:
     return CaptionedVideos.concat(parts)
 
 
-def parse(data, path: str | Path) -> CaptionedVideos:
-    """`read` on one already loaded videodatainfo JSON object (`path` names it in errors)."""
+def parse(
+    data, path: str | Path, splits: tuple[str, ...] = ("train", "val", "test")
+) -> CaptionedVideos:
+    """`read` on one already loaded videodatainfo JSON object (`path` names it in errors);
+    a video whose split is not in `splits` raises (the file is that split)."""
     if not isinstance(data, dict) or not isinstance(data.get("videos"), list):
         raise InputError(f"{path}: no 'videos' list: expected MSR-VTT's videodatainfo JSON")
     if not isinstance(data.get("sentences"), list):
@@ -65,6 +84,13 @@ def parse(data, path: str | Path) -> CaptionedVideos:
         if split is None:
             raise InputError(
                 f"{where}: 'split' is {v.get('split')!r}, expected one of {sorted(SPLITS)}"
+            )
+        if split not in splits:
+            raise InputError(
+                f"{where} (video {v['video_id']}): 'split' is {v['split']!r} but "
+                f"{Path(str(path)).name} holds the {' and '.join(LABELS[s] for s in splits)} "
+                "videos of the public release: fix the label, or move the video and its "
+                "sentences to the file of its split"
             )
         times = [v.get(k, 0.0) for k in ("start time", "end time")]
         if not all(
@@ -92,10 +118,20 @@ def parse(data, path: str | Path) -> CaptionedVideos:
         vid = s.get("video_id")
         if not isinstance(vid, str) or vid not in videos:
             raise InputError(f"{where}: video_id {vid!r} is not in 'videos'")
+        if not s["caption"].strip():
+            raise InputError(
+                f"{where} (video {vid}): 'caption' is {s['caption']!r}: expected non-empty "
+                "text; write the caption or remove the sentence"
+            )
         split, start, stop = videos[vid]
         captioned.add(vid)
         for key, value in zip(rows, (vid, s["caption"].strip(), split, start, stop)):
             rows[key].append(value)
+    if not videos:
+        raise InputError(
+            f"{path}: 'videos' is empty: the file holds no videos; give MSR-VTT's "
+            "videodatainfo JSON with its videos and sentences"
+        )
     missing = [v for v in videos if v not in captioned]
     if missing:
         raise InputError(

@@ -9,7 +9,10 @@ Each annotation is one clip (a recipe step) with one caption; clips keep their o
 the video (`order` = annotation position after sorting by segment start), so context
 models see neighbouring steps. Splits map to `train` / `val` / `test` (YouCook2's
 validation set is the usual test set: `read(..., val_as_test=True)`, the default).
-Any malformed entry raises `InputError` naming the file, video and annotation.
+Any malformed entry raises `InputError` naming the file, video and annotation: an empty
+or whitespace-only sentence too, and a video id or annotation key written twice in one
+object (`captioned.load_json`; `json` would keep the last and one video would vanish).
+The split is each video's "subset", in the one file: no file can contradict it.
 
 `from_clips` writes EPIC-style clip tables in this format ("YouCook2-style" data with
 real captions: the EPIC annotations, or the built-in kitchen data the trainer uses when
@@ -97,7 +100,10 @@ def _segment(ann, where: str) -> tuple[float, float, int, str]:
     if seg[1] < seg[0]:
         raise InputError(f"{where}: segment {seg} ends before it starts")
     if not isinstance(sentence, str) or not sentence.strip():
-        raise InputError(f"{where}: 'sentence' is missing or empty")
+        raise InputError(
+            f"{where}: 'sentence' is {sentence!r}: expected non-empty text; write the sentence "
+            "or remove the annotation"
+        )
     ann_id = ann.get("id", None)
     if not isinstance(ann_id, int) or isinstance(ann_id, bool):
         raise InputError(f"{where}: 'id' is {ann_id!r}, expected an integer")

@@ -196,17 +196,64 @@ def _next_row(reader, path: Path) -> tuple[list[str], int] | None:
 
 
 def load_json(path: str | Path):
-    """A JSON annotation file; a missing, non-UTF-8 or invalid file is one line."""
+    """A JSON file; a missing, non-UTF-8 or invalid file is one line, and so is an object
+    that repeats a key.
+
+    Python's `json` keeps the last of repeated keys, so a video id written twice in
+    ActivityNet's `train.json` or YouCook2's `database` (or two "sentences" in one entry)
+    would make data vanish without a word; the error names the file, the key and the
+    object holding it (its path from the top, e.g. `["database"]["vid"]`).
+    """
     path = locate(path)
     text = read_text(path)
+    repeats: list[str] = []
+
+    def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        seen: set[str] = set()
+        obj = _Repeated(obj)
+        obj.key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        repeats.append(obj.key)
+        return obj
+
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, object_pairs_hook=unique_keys, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:
         raise InputError(
             f"{path}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})"
         ) from None
     except (ValueError, RecursionError) as e:  # NaN/Infinity, 5000-digit ints, deep nesting
         raise InputError(f"{path}: not valid JSON ({_clip(str(e) or type(e).__name__)})") from None
+    if repeats:
+        where, key = _first_repeat(data)
+        more = f" ({len(repeats) - 1} more objects repeat a key)" if len(repeats) > 1 else ""
+        raise InputError(
+            f"{path}: {where} has the key {json.dumps(key)} twice{more}: JSON keeps only the "
+            "last, so the first would vanish; remove or rename one"
+        )
+    return data
+
+
+class _Repeated(dict):
+    """A JSON object that repeated `key` (parsed with the last value, as json does)."""
+
+    key: str
+
+
+def _first_repeat(data) -> tuple[str, str]:
+    """("the object at [...]" or "the top-level object", key) of the first `_Repeated`
+    object in file order, an object before those it holds (iterative: any depth)."""
+    stack = [(data, "")]
+    while stack:
+        obj, at = stack.pop()
+        if isinstance(obj, _Repeated):
+            return (f"the object at {at}" if at else "the top-level object"), obj.key
+        if isinstance(obj, dict | list):
+            items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+            stack.extend(reversed([(v, f"{at}[{json.dumps(k)}]") for k, v in items]))
+    raise AssertionError("a repeated key was recorded but not found")
 
 
 def _reject_constant(name: str):

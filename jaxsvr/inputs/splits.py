@@ -262,6 +262,12 @@ def _features(data, train: Clips, test: Clips, num_verbs: int, num_nouns: int):
     if data.features:
         return _real_features(data, "features", train=len(train), test=len(test))
     spec = _spec(synthetic.SyntheticSpec, data.synthetic, "config.data.synthetic")
+    if not (num_verbs and num_nouns):  # the features are drawn around class prototypes
+        raise InputError(
+            f"synthetic features need verb and noun classes, but the annotations "
+            f"({data.annotations or 'built-in'}) give {num_verbs} verb and {num_nouns} noun "
+            "classes: give captions with verbs and nouns, or real features (config.data.features)"
+        )
     logging.info(
         "features: synthetic, from the verb/noun classes (seed %d, %d segments; "
         "jaxsvr.inputs.synthetic)",

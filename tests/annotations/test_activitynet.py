@@ -1,8 +1,10 @@
-"""ActivityNet Captions reader: small files in the public format, clip order, each
-malformed case as one InputError line naming file, video and index."""
+"""ActivityNet Captions reader: small files in the public format, clip order, the
+timestamps it mends (said in one log line per file) and each malformed case as one
+InputError line naming file, video and index."""
 
 import copy
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -61,11 +63,11 @@ def _broken(video: str, **changes):
     "train, says",
     [
         (_broken("v_a", sentences=["a", "b", "c"]), "video v_a: 4 timestamps but 3 sentences"),
-        (_broken("v_b", timestamps=[[3, 2]]), "video v_b timestamp 0: starts at 3.0 s after"),
-        (_broken("v_b", timestamps=[[1, 13]]), "video v_b timestamp 0: [1.0, 13.0] lies outside"),
-        (_broken("v_b", timestamps=[[-1, 2]]), "video v_b timestamp 0: [-1.0, 2.0] lies outside"),
-        (_broken("v_b", sentences=["  "]), "video v_b timestamp 0: its sentence is '  '"),
-        (_broken("v_b", sentences=[None]), "video v_b timestamp 0: its sentence is None"),
+        (_broken("v_b", timestamps=[[13, 14]]), "video v_b timestamp 0: starts at 13.0 s"),
+        (_broken("v_b", timestamps=[[-1, 2]]), "video v_b timestamp 0: [-1.0, 2.0] has a neg"),
+        (_broken("v_b", sentences=["  "]), "video v_b timestamp 0: 'sentences'[0] is '  '"),
+        (_broken("v_b", sentences=[""]), "video v_b timestamp 0: 'sentences'[0] is ''"),
+        (_broken("v_b", sentences=[None]), "video v_b timestamp 0: 'sentences'[0] is None"),
         (_broken("v_b", timestamps=[[1]]), "video v_b timestamp 0: [1] is not [start, end]"),
         (_broken("v_b", timestamps=[[1, "2"]]), "timestamp 0: [1, '2'] is not"),
         (_broken("v_b", timestamps=[[1, float("nan")]]), "non-standard constant NaN"),
@@ -86,6 +88,44 @@ def test_malformed_entries(tmp_path, train, says):
     assert "\n" not in message
     assert str(tmp_path / "train.json") in message, message
     assert says in message, message
+
+
+# What the public release holds (train.json: 261 ends beyond the duration by <= 0.01 s,
+# 2 reversed and 2 zero-length timestamps; val_1.json: 134 ends beyond): every clip is kept.
+# Each row: v_b's timestamps (duration 12.5), the times read, and what the log line says.
+MENDED = [
+    ("end-beyond-duration", [[1, 12.51]], [(1, 12.5)], ["clamped 1 ends", "by at most 0.01 s"]),
+    ("end-far-beyond", [[1, 30]], [(1, 12.5)], ["clamped 1 ends", "by at most 17.5 s"]),
+    ("reversed", [[3, 2]], [(2, 3)], ["swapped start and end of 1", "timestamp 0 [3.0, 2.0]"]),
+    ("reversed-and-beyond", [[13, 2]], [(2, 12.5)], ["clamped 1 ends", "swapped start and"]),
+    ("zero-length", [[2, 2]], [(2, 2)], []),
+    ("zero-length-at-the-end", [[12.5, 12.5]], [(12.5, 12.5)], []),
+    ("start-at-the-end", [[12.5, 12.6]], [(12.5, 12.5)], ["clamped 1 ends"]),
+    (
+        "several",
+        [[1, 13], [5, 4], [0, 12.6], [4, 3]],
+        [(0, 12.5), (1, 12.5), (3, 4), (4, 5)],
+        ["clamped 2 ends", "first: video v_b timestamp 0 [1.0, 13.0] > 12.5", "swapped", "of 2"],
+    ),
+]
+
+
+@pytest.mark.parametrize("stamps, times, says", [m[1:] for m in MENDED], ids=[m[0] for m in MENDED])
+def test_mended_timestamps_keep_every_clip_and_are_logged(tmp_path, caplog, stamps, times, says):
+    train = _broken("v_b", timestamps=stamps, sentences=[f"s{k}" for k in range(len(stamps))])
+    with caplog.at_level(logging.INFO):
+        rows = activitynet.read(_folder(tmp_path, train=train))
+    b = [i for i, v in enumerate(rows.video_id) if v == "v_b"]
+    assert [(rows.start_s[i], rows.stop_s[i]) for i in b] == times
+    assert len(b) == len(stamps)  # no clip is dropped
+    lines = [r for r in caplog.records if "train.json" in r.getMessage()]
+    if not says:
+        assert not lines, [r.getMessage() for r in lines]
+        return
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+    for want in says:
+        assert want in lines[0].getMessage(), lines[0].getMessage()
+    assert not [r for r in caplog.records if "val_1.json" in r.getMessage()]
 
 
 def test_video_in_both_splits(tmp_path):

@@ -98,7 +98,7 @@ def test_msrvtt_rows_per_sentence(tmp_path):
                     }
                 }
             },
-            "'sentence' is missing or empty",
+            "video v annotation 0: 'sentence' is ' '",
         ),
         (
             msrvtt.read,
@@ -148,6 +148,23 @@ def test_msrvtt_rows_per_sentence(tmp_path):
 def test_bad_files_raise_one_line(tmp_path, reader, obj, match):
     with pytest.raises(InputError, match=match):
         reader(_write(tmp_path, "bad.json", obj))
+
+
+def test_msrvtt_one_file_keeps_its_labels(tmp_path):
+    """Given alone, a file's split labels are all there is: even under a release name a
+    "train" video is a train video (in the folder it contradicts its file: an error)."""
+    obj = {
+        "videos": [
+            {"video_id": "v0", "split": "train"},
+            {"video_id": "v1", "split": "test"},
+        ],
+        "sentences": [
+            {"video_id": "v0", "caption": "a dog runs", "sen_id": 0},
+            {"video_id": "v1", "caption": "a cat sleeps", "sen_id": 1},
+        ],
+    }
+    rows = msrvtt.read(_write(tmp_path, msrvtt.FILES[1], obj))
+    assert rows.split == ["train", "test"]
 
 
 def test_invalid_json_and_missing_file(tmp_path):
