@@ -108,4 +108,4 @@ class Selection:
 
 
 def _fmt(value) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    return "n/a" if value is None else f"{value:.4f}"

@@ -73,6 +73,7 @@ from jaxsvr import (
 )
 from jaxsvr.checkpoint import Checkpointer, all_finite
 from jaxsvr.errors import InputError
+from jaxsvr.files import json_text
 from jaxsvr.inputs import text
 from jaxsvr.inputs.model_inputs import gather_device
 from jaxsvr.metric_writers import MetricWriter
@@ -171,9 +172,16 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     writer = MetricWriter(workdir, enabled=lead, resume_step=start_step if resumed else None)
     evaluator = train_evaluation.evaluator(config, model, splits.test, mesh)
     val_evaluator = (
-        None if splits.val is None else train_evaluation.evaluator(config, model, splits.val, mesh)
+        None
+        if splits.val is None
+        else train_evaluation.evaluator(config, model, splits.val, mesh, "val")
     )
     selection = Selection(config, ckpt, val_evaluator is not None)
+    train_evaluation.check_best_metric(  # on the split best/ and early stopping follow
+        config.checkpoint.best_metric,
+        val_evaluator or evaluator,
+        "test" if val_evaluator is None else "val",
+    )
     gather = config.train.gather
     source = input_pipeline.BatchSource(
         objective, run.train_inputs, batch_size, steps_per_epoch, gather
@@ -243,7 +251,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     final.update(selection.report())
     writer.close()
     if lead:
-        write_text(workdir / "metrics.json", json.dumps(final, indent=1) + "\n")
+        write_text(workdir / "metrics.json", json_text.dumps(final, indent=1) + "\n")
         logging.info("wrote %s", workdir / "metrics.json")
     return final
 

@@ -19,11 +19,13 @@ from jaxsvr.metric_writers import MetricWriter
 from jaxsvr.workdir import atomic_write
 
 
-def evaluator(config, model, split, mesh) -> RetrievalEvaluator:
-    """The evaluator of a test-like split (the test split, or the validation split), as
-    `config.eval` asks."""
+def evaluator(config, model, split, mesh, name: str = "test") -> RetrievalEvaluator:
+    """The evaluator of a test-like split (the test split, or the validation split
+    `name`d "val"), as `config.eval` asks. Metrics this split leaves undefined whatever
+    the model (no query with a positive) are logged now, once: they are n/a in every
+    evaluation's log line and null in metrics.json."""
     e = config.eval
-    return split_evaluator(
+    built = split_evaluator(
         model,
         split,
         mesh,
@@ -34,6 +36,35 @@ def evaluator(config, model, split, mesh) -> RetrievalEvaluator:
         backend=e.backend,
         report_map=e.report_map,
     )
+    warn_undefined(built.undefined, name)
+    return built
+
+
+def warn_undefined(undefined: dict[str, str], split: str) -> None:
+    """One warning per reason for the metrics `undefined` (key -> why) of `split`."""
+    by_reason: dict[str, list[str]] = {}
+    for key, why in undefined.items():
+        by_reason.setdefault(why, []).append(key)
+    for why, keys in by_reason.items():
+        logging.warning(
+            "eval: on the %s split %s will be n/a (null in metrics.json): %s "
+            "(positives: config.eval.threshold and config.eval.positives)",
+            split,
+            ", ".join(keys),
+            why,
+        )
+
+
+def check_best_metric(metric: str, picks: RetrievalEvaluator, split: str) -> None:
+    """Warns when `metric` (config.checkpoint.best_metric), which picks best/ on `split`
+    (evaluated by `picks`), is undefined there: no best/ checkpoint will be saved."""
+    if metric in picks.undefined:
+        logging.warning(
+            "checkpoint: no best/ checkpoint will be saved: config.checkpoint.best_metric = "
+            "%r is n/a on the %s split",
+            metric,
+            split,
+        )
 
 
 def split_evaluator(model, split, mesh, **options) -> RetrievalEvaluator:
@@ -67,18 +98,23 @@ def evaluate(
     writer.write_scalars(step, scalars)
     writer.flush()
     logging.info(
-        "%s step %d: nDCG %.4f  mAP %s  R@1/5/10 t2v %.1f/%.1f/%.1f  RSum %.1f  (%.1fs)",
+        "%s step %d: nDCG %s  mAP %s  R@1/5/10 t2v %s/%s/%s  RSum %s  (%.1fs)",
         "eval" if split == "test" else split,
         step,
-        metrics["ndcg_avg"],
-        f"{metrics['map_avg']:.4f}" if "map_avg" in metrics else "(not reported)",
-        metrics["r1_t2v"],
-        metrics["r5_t2v"],
-        metrics["r10_t2v"],
-        metrics["rsum"],
+        fmt(metrics["ndcg_avg"], ".4f"),
+        fmt(metrics["map_avg"], ".4f") if "map_avg" in metrics else "(not reported)",
+        fmt(metrics["r1_t2v"], ".1f"),
+        fmt(metrics["r5_t2v"], ".1f"),
+        fmt(metrics["r10_t2v"], ".1f"),
+        fmt(metrics["rsum"], ".1f"),
         metrics["eval_seconds"],
     )
     return {"step": step, **metrics}
+
+
+def fmt(value: float | None, spec: str) -> str:
+    """A metric for a log line: "n/a" when it is undefined (None)."""
+    return "n/a" if value is None else format(value, spec)
 
 
 def write_export(evaluator, similarity: np.ndarray, folder) -> None:

@@ -21,6 +21,7 @@ are kept as `class_*`; nDCG and mAP always use the class relevance.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Any
@@ -31,7 +32,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from jaxsvr import parallel
-from jaxsvr.evaluation.metrics import evaluate
+from jaxsvr.evaluation.metrics import evaluate, undefined_metrics
 
 # metrics that depend on which items are positives (not nDCG / mAP)
 RECALL_KEYS = ("r1_", "r5_", "r10_", "medr_", "meanr_", "geomean_", "rsum", "excluded_recall_")
@@ -126,6 +127,21 @@ class RetrievalEvaluator:
         if with_similarity:
             metrics["similarity"] = sim
         return metrics
+
+    @functools.cached_property
+    def undefined(self) -> dict[str, str]:
+        """The metrics this evaluator reports as None whatever the parameters, key -> why
+        (`jaxsvr.evaluation.metrics.undefined_metrics`, with the keys `__call__` reports)."""
+        out = undefined_metrics(self.relevance, self.threshold)
+        if self.instance is not None:  # as _metrics: recall keys from the instance positives
+            single = undefined_metrics(self.instance)
+            recall = {k: v for k, v in out.items() if k.startswith(RECALL_KEYS)}
+            out = {k: v for k, v in out.items() if k not in recall}
+            out.update({f"class_{k}": v for k, v in recall.items()})
+            out.update({k: v for k, v in single.items() if k.startswith(RECALL_KEYS)})
+        if not self.report_map:
+            out = {k: v for k, v in out.items() if not k.startswith(MAP_KEYS)}
+        return out
 
     def _metrics(self, sim: np.ndarray) -> dict[str, Any]:
         metrics = evaluate(sim, self.relevance, threshold=self.threshold, backend=self.backend)

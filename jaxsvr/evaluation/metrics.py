@@ -143,6 +143,44 @@ def check_inputs(sim, rel, threshold: float = 1.0) -> None:
         raise InputError(f"positive threshold must be in (0, 1], got {threshold}")
 
 
+def undefined_metrics(rel, threshold: float = 1.0, *, bounds: bool = False) -> dict[str, str]:
+    """The metrics `evaluate(sim, rel, threshold=threshold)` reports as None whatever `sim`
+    is (no query has an item to count): key -> why, for logging before a run evaluates.
+
+    Found by reducing statistics with only the counts `rel` decides, through `summarize`,
+    so the keys are exactly those `evaluate` leaves None.
+    """
+    rel = np.asarray(rel)
+    stats, why = [], {}
+    for axis, (query, item) in ((1, ("clip", "sentence")), (0, ("sentence", "clip"))):
+        n = rel.shape[1 - axis]
+        s = QueryStats.empty(n)
+        for field, mask, what in (
+            ("n_rel", rel > 0, "relevance > 0"),
+            ("n_one", rel == 1, "relevance 1"),
+            ("n_pos", rel >= threshold, f"relevance >= {threshold:g}"),
+        ):
+            counts = mask.sum(axis=axis) if rel.size else np.zeros(n, np.int64)
+            getattr(s, field)[:] = counts
+            if not counts.any():
+                why[field, axis] = f"no {query} has a {item} of {what}"
+        s.idcg[:] = s.idcg_exp[:] = 1.0  # any positive value: only None-ness is used
+        s.first_pos[:] = s.last_pos[:] = 1
+        stats.append(s)
+    out = {}
+    for key, value in summarize(*stats, bounds=bounds).items():
+        if value is None:
+            out[key] = _why_none(key, why)
+    return out
+
+
+def _why_none(key: str, why: dict) -> str:
+    """The reason of the count behind `key`, in every direction that lacks it (so keys of
+    one kind share one reason)."""
+    field = "n_rel" if key.startswith("ndcg") else "n_one" if key.startswith("map") else "n_pos"
+    return "; ".join(why[field, axis] for axis in (1, 0) if (field, axis) in why)
+
+
 def _value_ranges(*arrays) -> list[tuple[float, float]]:
     """(min, max) of each array; large NumPy arrays in one thread each (NumPy's reductions
     release the GIL: 0.02 s instead of 0.04 s at the EK-100 test size)."""

@@ -47,7 +47,12 @@ _KIND_NAMES = {
 
 
 def load_npy(
-    path: str | os.PathLike, *, what: str = "array", mmap: bool = False, float32: bool = False
+    path: str | os.PathLike,
+    *,
+    what: str = "array",
+    mmap: bool = False,
+    float32: bool = False,
+    ndim: int | None = None,
 ) -> np.ndarray:
     """Loads one .npy file, checked before it is read (see the module docstring).
 
@@ -57,6 +62,7 @@ def load_npy(
       mmap: memory-map the file read-only instead of reading it (a float32 file then
         costs no RAM until used).
       float32: return float32, checked finite after the cast (`to_float32`).
+      ndim: the number of dimensions the array must have (checked on the header).
 
     Returns:
       The array (a read-only `np.memmap` with `mmap` when no cast was needed).
@@ -71,6 +77,10 @@ def load_npy(
         f.seek(0)
         _check_magic(head, path, what, archive_hint=True)
         dtype, shape, fortran = _read_header(f, path, what)
+        if ndim is not None and len(shape) != ndim:
+            raise InputError(
+                f"{what} {path} is {len(shape)}-D {list(shape)}: expected a {ndim}-D array"
+            )
         offset = f.tell()
         _check_size(dtype, shape, size - offset, path, what)
         local = locations.local_file(path)  # a URL is read, not memory-mapped
