@@ -14,7 +14,6 @@ downloads) or on the EPIC-KITCHENS-100 test annotations (`config.data.annotation
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 
 from jaxsvr.annotations import epic100, kitchen
 from jaxsvr.evaluation import evaluate
+from jaxsvr.files import json_text
 from jaxsvr.relevance import class_relevance
 from jaxsvr.workdir import write_text
 
@@ -80,7 +80,7 @@ def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, dict]:
             m["seconds"],
         )
     path = workdir / "metrics.json"
-    write_text(path, json.dumps(results, indent=1) + "\n")
+    write_text(path, json_text.dumps(results, indent=1) + "\n")
     logging.info("wrote %s", path)
     return results
 

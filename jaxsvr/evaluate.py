@@ -22,7 +22,6 @@ The process keeps freed memory for reuse and, on AMD Zen 4 CPUs, uses NumPy's AV
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -36,6 +35,7 @@ import numpy as np  # noqa: E402
 from jaxsvr import cli  # noqa: E402
 from jaxsvr.errors import InputError  # noqa: E402
 from jaxsvr.evaluation import metrics  # noqa: E402
+from jaxsvr.files import json_text  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--threshold",
-        type=float,
+        type=cli.number(float, 0, 1, above=True),
         default=1.0,
         help="relevance from which an item is a positive for R@K and ranks",
     )
@@ -81,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     start = time.perf_counter()
     # float32 on load: what the metrics compute in, checked finite after the cast.
-    rel = cli.load_npy(args.relevance, "relevance", float32=True, mmap=True)
+    rel = cli.load_npy(args.relevance, "relevance", float32=True, mmap=True, ndim=2)
     sim = None
     for path in args.similarity:
-        s = cli.load_npy(path, "similarity", float32=True, mmap=True)
+        s = cli.load_npy(path, "similarity", float32=True, mmap=True, ndim=2)
         if s.shape != rel.shape:
             raise InputError(
                 f"similarity {path} has shape {s.shape}, relevance {args.relevance} "
@@ -100,8 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.timing:
         result["seconds"] = time.perf_counter() - start
-    json.dump(result, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    sys.stdout.write(json_text.dumps(result, indent=1) + "\n")
     return 0
 
 

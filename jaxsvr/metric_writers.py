@@ -37,7 +37,7 @@ import numpy as np
 from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto import event_pb2, summary_pb2
 
-from jaxsvr.files import locations
+from jaxsvr.files import json_text, locations
 from jaxsvr.workdir import write_bytes, write_text
 
 
@@ -108,7 +108,8 @@ class MetricWriter:
 
         Args:
           step: Training step (x axis in TensorBoard).
-          scalars: Name -> Python/NumPy/JAX scalar. NaN and inf are kept (JSON `NaN`).
+          scalars: Name -> Python/NumPy/JAX scalar. NaN and inf are null in the JSON line
+            (valid JSON: `jaxsvr.files.json_text`) and kept in the TensorBoard event.
         """
         if not self._enabled:
             return
@@ -120,7 +121,7 @@ class MetricWriter:
             )
             return
         values = {k: _to_python(v) for k, v in scalars.items()}
-        self._jsonl.write(json.dumps({"step": int(step), **values}) + "\n")
+        self._jsonl.write(json_text.dumps({"step": int(step), **values}) + "\n")
         summary = summary_pb2.Summary(
             value=[
                 summary_pb2.Summary.Value(tag=k, simple_value=float(v)) for k, v in values.items()

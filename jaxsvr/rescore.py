@@ -35,7 +35,6 @@ With `config.eval.report_map` False the mAP keys are left out, as in training.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 
@@ -46,7 +45,7 @@ from jaxsvr import cli, pipeline
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import evaluate
 from jaxsvr.evaluation.evaluator import MAP_KEYS
-from jaxsvr.files import locations
+from jaxsvr.files import json_text, locations
 from jaxsvr.relevance import split_relevance
 from jaxsvr.workdir import atomic_write, write_text
 
@@ -69,7 +68,7 @@ def run(config: ml_collections.ConfigDict, workdir) -> dict:
     workdir = locations.locate(workdir)
     start = time.perf_counter()
     if r.similarity:
-        sim = cli.load_npy(r.similarity, "similarity", float32=True)
+        sim = cli.load_npy(r.similarity, "config.eval.rescore.similarity", float32=True, ndim=2)
         data, source = config.data, f"similarity {r.similarity}"
         report_map = config.eval.report_map
     else:
@@ -98,7 +97,7 @@ def run(config: ml_collections.ConfigDict, workdir) -> dict:
     _log_table(results, r.threshold)
     out = {"source": source, "threshold": r.threshold, "relevances": results}
     workdir.mkdir(parents=True, exist_ok=True)
-    write_text(workdir / RESULTS, json.dumps(out, indent=1) + "\n")
+    write_text(workdir / RESULTS, json_text.dumps(out, indent=1) + "\n")
     if r.write_matrices:
         folder = workdir / MATRICES
         folder.mkdir(exist_ok=True)
@@ -173,7 +172,7 @@ def _run_similarity(workdir, checkpoint: str):
     """The test similarity of a checkpoint of the run in `workdir`, and the run."""
     from jaxsvr import retrieval
 
-    trained = retrieval.TrainedRun.load(workdir, checkpoint)
+    trained = retrieval.TrainedRun.load(workdir, checkpoint, flag="config.eval.rescore.checkpoint")
     splits, model = retrieval.rebuild(trained)
     evaluator = retrieval.test_evaluator(trained, splits, model)
     return evaluator.similarity(trained.params), trained
@@ -210,7 +209,7 @@ def _log_table(results: dict, threshold: float) -> None:
                 "%-10s %-7s %7s %8s %7s %12s %12s",
                 name,
                 which,
-                *(_fmt(m.get(k)) for k in ("ndcg_avg", "ndcg_exp_avg", "map_avg")),
+                *(_fmt(m[k]) if k in m else "-" for k in ("ndcg_avg", "ndcg_exp_avg", "map_avg")),
                 _fmt(_mean_of(m, "geomean"), 2),
                 _fmt(_mean_of(m, "geomean_lower"), 2),
             )
@@ -222,4 +221,5 @@ def _mean_of(m: dict, key: str) -> float | None:
 
 
 def _fmt(value, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    """A metric of the table: "n/a" when undefined ("-" marks one not reported)."""
+    return "n/a" if value is None else f"{value:.{digits}f}"

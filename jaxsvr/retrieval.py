@@ -1,145 +1,58 @@
-"""A trained run read back, and its test split searched with free-text queries.
+"""A trained run's test split, embedded, cached and searched with free-text queries.
 
-`TrainedRun.load(workdir, checkpoint)` reads `config.json`, `vocab.json` and one orbax
-checkpoint's parameters: "best" (`best/<step>`), "latest" (the newest `checkpoints/<step>`),
-a step number (found in either), or "auto" (best if the run has one, else latest). The
-parameters are restored without the run's data (orbax's raw tree, `params` only).
+`TrainedRun.load(workdir, checkpoint)` (`jaxsvr.trained_run`, re-exported here with
+`find_checkpoint`, `restore_params`, `Checkpoint`) reads a run's config.json, vocab.json
+and one checkpoint's parameters, checked as they are read.
+
+`rebuild(run)` rebuilds the run's test split and model from its config.json and checks
+that the checkpoint holds that model's parameters, name for name and shape for shape
+(`jaxsvr.models.param_trees`, the check the warm start makes too): a config.json that
+names another model is one error line, not flax's `ScopeParamNotFoundError` in the eval
+job or a query.
 
 `Gallery.of(run)` holds the run's test clips and sentences, their metadata and their
-embeddings. The first call rebuilds the run's test split from its config
-(`pipeline.load_splits`: annotations, features) and embeds it as the evaluator does
-(`RetrievalEvaluator.video_embeddings` / `text_embeddings`, context windows included);
-the result is cached in `WORKDIR/retrieval/<best|checkpoints>.npz` with a `.json` beside
-it, keyed by the checkpoint (folder, step and orbax's commit timestamp): a later call with
-the same checkpoint reads only the cache, a changed checkpoint rebuilds it.
+embeddings. The first call rebuilds the run's test split (`rebuild`) and embeds it as the
+evaluator does (`RetrievalEvaluator.video_embeddings` / `text_embeddings`, context windows
+included); the result is cached in `WORKDIR/retrieval/<best|checkpoints>.npz` with a
+`.json` manifest beside it (`jaxsvr.files.array_cache`), keyed by the checkpoint (folder,
+step and orbax's commit timestamp) and the contents of config.json and vocab.json: a later
+call with the same checkpoint and run files reads only the cache (which `rebuild` checked
+when it was built), a changed checkpoint or run file rebuilds it. A cache is used only
+once it agrees with its manifest (members, shapes, dtypes, finite floats) and with the
+clips and sentences it lists (typed columns of one length, one array row per clip or
+sentence); a damaged one is rebuilt with one warning naming it and what is wrong.
 
 `Retriever(run, gallery)`: `clips(query, top)` ranks the test clips for a free-text query
 (tokenised as training tokenised captions: `jaxsvr.inputs.queries`), `sentences(narration_id,
 top)` ranks the test sentences for a test clip. Scores are the model's `action`
-similarity (dot products of unit vectors, or HGR's matching), one jitted call per query.
+similarity (dot products of unit vectors, or HGR's matching), one jitted call per query;
+a non-finite score (which finite parameters and a checked cache cannot give) is an error,
+never a NaN in the output.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
-import json
 import logging
+import math
 from typing import Any
 
 import jax
-import ml_collections
 import numpy as np
 
 from jaxsvr import models, parallel
 from jaxsvr.errors import InputError
-from jaxsvr.files import locations
+from jaxsvr.files import array_cache
 from jaxsvr.inputs import queries
-from jaxsvr.inputs.text import Vocabulary
-from jaxsvr.workdir import atomic_write, write_text
+from jaxsvr.inputs.model_inputs import ModelInputs
+from jaxsvr.models import param_trees
+from jaxsvr.trained_run import CHECKPOINT_CHOICES as CHECKPOINT_CHOICES
+from jaxsvr.trained_run import Checkpoint as Checkpoint
+from jaxsvr.trained_run import TrainedRun
+from jaxsvr.trained_run import find_checkpoint as find_checkpoint
+from jaxsvr.trained_run import restore_params as restore_params
 
-CHECKPOINT_CHOICES = "best, latest, auto or a step number"
 CACHE = "retrieval"
-
-
-@dataclasses.dataclass(frozen=True)
-class Checkpoint:
-    kind: str  # "best" or "checkpoints": the folder of the workdir
-    step: int
-    path: Any  # the step's folder
-    stamp: str  # orbax's commit timestamp: a rewritten step gets a new one
-
-    @property
-    def key(self) -> str:
-        return f"{self.kind}/{self.step}/{self.stamp}"
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class TrainedRun:
-    workdir: Any
-    config: ml_collections.ConfigDict
-    vocab: Vocabulary
-    checkpoint: Checkpoint
-    params: Any
-
-    @classmethod
-    def load(cls, workdir, checkpoint: str = "auto") -> TrainedRun:
-        """The run in `workdir` with the parameters of `checkpoint` (module docstring).
-
-        Raises:
-          InputError: not a run's workdir, no such checkpoint, or an unreadable one.
-        """
-        workdir = locations.locate(workdir)
-        config = ml_collections.ConfigDict(_read_json(workdir / "config.json", workdir))
-        vocab_path = workdir / "vocab.json"
-        if not vocab_path.is_file():
-            raise InputError(f"{workdir} has no vocab.json: is it the workdir of a training run?")
-        vocab = Vocabulary.from_json(vocab_path.read_text(), source=str(vocab_path))
-        found = find_checkpoint(workdir, checkpoint)
-        logging.info("retrieval: %s, checkpoint %s/%d", workdir, found.kind, found.step)
-        return cls(workdir, config, vocab, found, restore_params(found))
-
-
-def find_checkpoint(workdir, which: str = "auto") -> Checkpoint:
-    """The checkpoint `which` names in `workdir` (see the module docstring)."""
-    steps = {kind: _steps(workdir / kind) for kind in ("best", "checkpoints")}
-    if which == "auto":
-        which = "best" if steps["best"] else "latest"
-    if which in ("best", "latest"):
-        kind = "best" if which == "best" else "checkpoints"
-        if not steps[kind]:
-            raise InputError(
-                f"{workdir} has no {'best' if kind == 'best' else ''} checkpoint in {kind}/: "
-                f"train the run first, or pick another --checkpoint ({CHECKPOINT_CHOICES})"
-            )
-        step = max(steps[kind])
-    else:
-        try:
-            step = int(which)
-        except ValueError:
-            raise InputError(f"--checkpoint {which!r}: use {CHECKPOINT_CHOICES}") from None
-        kind = next((k for k in ("best", "checkpoints") if step in steps[k]), None)
-        if kind is None:
-            have = sorted({s for v in steps.values() for s in v})
-            raise InputError(
-                f"{workdir} has no checkpoint of step {step} (it has steps {have or 'none'})"
-            )
-    path = workdir / kind / str(step)
-    try:
-        stamp = str(
-            json.loads((path / "_CHECKPOINT_METADATA").read_text())["commit_timestamp_nsecs"]
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        stamp = "unknown"
-    return Checkpoint(kind, step, path, stamp)
-
-
-def _steps(folder) -> list[int]:
-    if not folder.is_dir():
-        return []
-    return [int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.is_dir()]
-
-
-def restore_params(found: Checkpoint) -> Any:
-    import orbax.checkpoint as ocp
-
-    try:
-        tree = ocp.StandardCheckpointer().restore(locations.for_orbax(found.path / "default"))
-    except Exception as e:  # orbax raises many kinds for a damaged checkpoint
-        raise InputError(
-            f"cannot read checkpoint {found.path} ({type(e).__name__}): pick another "
-            f"--checkpoint ({CHECKPOINT_CHOICES})"
-        ) from None
-    return jax.device_get(tree["params"])
-
-
-def _read_json(path, workdir) -> dict:
-    if not path.is_file():
-        raise InputError(f"{workdir} has no {path.name}: is it the workdir of a training run?")
-    try:
-        return json.loads(path.read_text())
-    except ValueError as e:
-        raise InputError(f"{path}: not valid JSON ({e}): the run's files are damaged") from None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -156,38 +69,19 @@ class Gallery:
     @classmethod
     def of(cls, run: TrainedRun) -> Gallery:
         """The cached gallery of `run`'s checkpoint, or a new one (then cached)."""
-        folder = run.workdir / CACHE
-        name = run.checkpoint.kind
-        meta_path, arrays_path = folder / f"{name}.json", folder / f"{name}.npz"
-        try:
-            meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
-        except ValueError:
-            meta = None
-        if meta is not None and meta.get("checkpoint") == run.checkpoint.key:
-            try:
-                with arrays_path.open("rb") as f:
-                    stored = dict(np.load(io.BytesIO(f.read()), allow_pickle=False))
-                logging.info("retrieval: embeddings from the cache %s", arrays_path)
-                return cls._from_cache(meta, stored)
-            except (OSError, ValueError, KeyError):
-                logging.warning("retrieval: cache %s unreadable: embedding again", arrays_path)
+        folder, name = run.workdir / CACHE, run.checkpoint.kind
+        key = f"{run.checkpoint.key}/{run.files}"
+        cached = array_cache.read(folder, name, key, _cache_problem, what="retrieval: cache")
+        if cached is not None:
+            return cls._from_cache(*cached)
         gallery = cls._build(run)
         meta = {
-            "checkpoint": run.checkpoint.key,
             "clips": gallery.clips,
             "sentences": gallery.sentences,
             "dims": gallery.dims,
             "pos_words": gallery.pos_words,
-            "keys": {"video": _tree_keys(gallery.video), "text": _tree_keys(gallery.text)},
         }
-        try:  # meta last: a meta that names a checkpoint means the arrays beside it are its
-            folder.mkdir(parents=True, exist_ok=True)
-            meta_path.unlink(missing_ok=True)
-            atomic_write(arrays_path, lambda f: np.savez(f, **gallery._arrays()))
-            write_text(meta_path, json.dumps(meta))
-            logging.info("retrieval: cached the embeddings in %s", arrays_path)
-        except OSError as e:  # a run folder this user may read but not write
-            logging.warning("retrieval: cannot cache in %s (%s): embedding each time", folder, e)
+        array_cache.write(folder, name, key, meta, gallery._arrays(), what="retrieval: cache")
         return gallery
 
     @classmethod
@@ -224,27 +118,94 @@ class Gallery:
 
     @classmethod
     def _from_cache(cls, meta: dict, stored: dict[str, np.ndarray]) -> Gallery:
-        def side(prefix):
-            keys = meta["keys"][prefix]
-            if keys is None:
-                return stored[f"{prefix}/"]
-            return {k: stored[f"{prefix}/{k}"] for k in keys}
+        def side(prefix):  # "video/" alone: a plain array; "video/<name>": a dict
+            arrays = {k[len(prefix) :]: v for k, v in stored.items() if k.startswith(prefix)}
+            return arrays[""] if "" in arrays else arrays
 
         return cls(
             meta["clips"],
             meta["sentences"],
-            side("video"),
-            side("text"),
+            side("video/"),
+            side("text/"),
             meta["dims"],
-            meta.get("pos_words"),
+            meta["pos_words"],
         )
+
+
+# The cache's tables: column -> the type of its values (times are written as floats).
+CLIP_TYPES = {
+    "narration_id": str,
+    "video_id": str,
+    "start_s": float,
+    "stop_s": float,
+    "narration": str,
+}
+SENTENCE_TYPES = {"narration_id": str, "narration": str}
+
+
+def _cache_problem(meta: dict, stored: dict[str, np.ndarray]) -> str | None:
+    """What keeps a cache's meta and arrays from being a gallery (`array_cache.read`), or
+    None: tables of typed columns of one length, one array row per clip and sentence."""
+    if set(meta) != {"clips", "sentences", "dims", "pos_words"}:
+        return f"its meta holds {sorted(meta)}, not clips, sentences, dims and pos_words"
+    rows = {}
+    for table, types in (("clips", CLIP_TYPES), ("sentences", SENTENCE_TYPES)):
+        problem = _table_problem(meta[table], types)
+        if problem:
+            return f"its {table} {problem}"
+        rows[table] = len(meta[table]["narration_id"])
+    if not set(meta["sentences"]["narration_id"]) <= set(meta["clips"]["narration_id"]):
+        return "a sentence names a clip that is not in its clips"
+    dims = meta["dims"]
+    if (
+        not isinstance(dims, dict)
+        or "video_dim" not in dims
+        or not all(type(n) is int and n >= 1 for n in dims.values())
+    ):
+        return f"its dims {dims!r} are not sizes with video_dim"
+    pos = meta["pos_words"]
+    if pos is not None and not (
+        isinstance(pos, dict)
+        and set(pos) == {"verb", "noun"}
+        and all(isinstance(w, list) and all(isinstance(x, str) for x in w) for w in pos.values())
+    ):
+        return "its pos_words are not {verb: [words], noun: [words]}"
+    for prefix, table in (("video/", "clips"), ("text/", "sentences")):
+        names = [k for k in stored if k.startswith(prefix)]
+        if not names or ("" in names and len(names) > 1):
+            return f"it holds no {prefix} arrays, or a plain one beside named ones"
+        for k in names:
+            count = len(stored[k]) if stored[k].ndim else 0
+            if count != rows[table] or not stored[k].ndim:
+                return f"array {k} has {count} rows for {rows[table]} {table}"
+    if set(stored) - {k for k in stored if k.startswith(("video/", "text/"))}:
+        return "it holds arrays other than video/ and text/ ones"
+    video, text = stored.get("video/"), stored.get("text/")
+    if video is not None and text is not None and video.shape[1:] != text.shape[1:]:
+        return f"its video and text vectors are {video.shape[1:]} and {text.shape[1:]} wide"
+    return None
+
+
+def _table_problem(table: Any, types: dict[str, type]) -> str | None:
+    if not isinstance(table, dict) or set(table) != set(types):
+        return f"are not an object of columns {', '.join(types)}"
+    lengths = {len(c) if isinstance(c, list) else -1 for c in table.values()}
+    if len(lengths) != 1 or -1 in lengths:
+        return "columns are not lists of one length"
+    for column, kind in types.items():
+        if kind is str and not all(isinstance(v, str) for v in table[column]):
+            return f"column {column} holds a value that is not a string"
+        if kind is float and not all(type(v) is float and math.isfinite(v) for v in table[column]):
+            return f"column {column} holds a value that is not a finite number"
+    return None
 
 
 def rebuild(run: TrainedRun):
     """The run's data splits (`pipeline.load_splits`, from its config.json) and its model.
 
     Raises:
-      InputError: the vocabulary rebuilt from the data differs from the run's vocab.json.
+      InputError: the vocabulary rebuilt from the data differs from the run's vocab.json,
+        or the checkpoint holds another model's parameters than config.json builds.
     """
     from jaxsvr import pipeline
 
@@ -256,6 +217,18 @@ def rebuild(run: TrainedRun):
         raise InputError(
             f"{run.workdir}: the vocabulary rebuilt from config.json differs from "
             "vocab.json: the run's data changed since it trained"
+        )
+    # Before any apply: flax would fail deep inside with ScopeParamNotFoundError.
+    test = splits.test
+    batch = ModelInputs.for_model(model, test.clips, test.video, test.text).init_batch()
+    diffs = param_trees.differences(
+        jax.eval_shape(model.init, jax.random.key(0), batch), run.params
+    )
+    if diffs:
+        raise InputError(
+            f"checkpoint {run.checkpoint.path} holds another model's parameters than "
+            f"{run.workdir / 'config.json'} builds ({param_trees.summary(diffs)}): restore the "
+            "config.json the run trained with"
         )
     return splits, model
 
@@ -280,10 +253,6 @@ def _flat(tree) -> dict[str, np.ndarray]:
     if isinstance(tree, dict):
         return {k: np.asarray(v) for k, v in tree.items()}
     return {"": np.asarray(tree)}
-
-
-def _tree_keys(tree) -> list[str] | None:
-    return sorted(tree) if isinstance(tree, dict) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -334,7 +303,7 @@ class Retriever:
         q = self.encode(query)
         text = self._embed_text(self.run.params, q.inputs)
         scores = np.asarray(self._score(self.run.params, self.gallery.video, text))[:, 0]
-        return _top(scores, top), q.unknown
+        return self._top(scores, top), q.unknown
 
     def sentences(self, narration_id: str, top: int = 10) -> list[Hit]:
         """The `top` test sentences for the test clip `narration_id`, best first."""
@@ -348,6 +317,15 @@ class Retriever:
             ) from None
         video = jax.tree.map(lambda x: x[row : row + 1], self.gallery.video)
         scores = np.asarray(self._score(self.run.params, video, self.gallery.text))[0]
+        return self._top(scores, top)
+
+    def _top(self, scores: np.ndarray, top: int) -> list[Hit]:
+        """The `top` best rows (ties: the lower row first); the scores must be finite."""
+        if not np.isfinite(scores).all():
+            raise InputError(
+                f"checkpoint {self.run.checkpoint.path} gives non-finite scores (NaN or inf): "
+                "its parameters are damaged; pick another checkpoint"
+            )
         return _top(scores, top)
 
 

@@ -5,12 +5,14 @@ starts from another run's parameters (not its optimizer state, which starts fres
 its step: the new run's schedule runs from step 0). `init_from` names:
 
 - a run's workdir: its best checkpoint if it has one, else its latest
-  (`jaxsvr.retrieval.find_checkpoint(..., "auto")`);
+  (`jaxsvr.trained_run.find_checkpoint(..., "auto")`);
 - or one step folder of a run (`WORKDIR/best/<step>`, `WORKDIR/checkpoints/<step>`).
 
-The parameters must be those of the model this config builds, name for name and shape for
-shape: anything else is one error line naming the first difference, found before the run
-writes anything. A run that resumes from its own checkpoint ignores `init_from`.
+The parameters must be finite and those of the model this config builds, name for name and
+shape for shape (`jaxsvr.models.param_trees`, the check `jaxsvr.retrieve` and the eval job
+make against a run's own config.json): anything else is one error line naming
+`config.train.init_from` and the first difference, found before the run writes anything. A
+run that resumes from its own checkpoint ignores `init_from`.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from typing import Any
 import flax
 import numpy as np
 
-from jaxsvr import retrieval
+from jaxsvr import trained_run
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
+from jaxsvr.models import param_trees
+
+KEY = "config.train.init_from"
 
 
 def load(source: str, template: Any) -> Any:
@@ -31,29 +36,22 @@ def load(source: str, template: Any) -> Any:
     structure and dtypes (`template`: the new run's initial parameters)."""
     path = locations.locate(source)
     if (path / "config.json").is_file():
-        found = retrieval.find_checkpoint(path, "auto")
+        found = trained_run.find_checkpoint(path, "auto", flag=KEY)
     elif (path / "default").is_dir() and path.name.isdigit():
-        found = retrieval.Checkpoint(path.parent.name, int(path.name), path, "unknown")
+        found = trained_run.Checkpoint(path.parent.name, int(path.name), path, "unknown")
     else:
         raise InputError(
-            f"config.train.init_from = {source!r} is neither a run's workdir (with config.json) "
-            "nor a checkpoint step folder (WORKDIR/best/<step> or WORKDIR/checkpoints/<step>)"
+            f"{KEY} = {source!r} is neither a run's workdir (with config.json) nor a "
+            "checkpoint step folder (WORKDIR/best/<step> or WORKDIR/checkpoints/<step>)"
         )
-    params = retrieval.restore_params(found)
-    want = flax.traverse_util.flatten_dict(flax.core.unfreeze(template), sep="/")
-    got = flax.traverse_util.flatten_dict(flax.core.unfreeze(params), sep="/")
-    diffs = [f"{k} is missing" for k in want if k not in got]
-    diffs += [f"{k} is not in this config's model" for k in got if k not in want]
-    diffs += [
-        f"{k} is {list(np.shape(got[k]))} there, {list(np.shape(want[k]))} here"
-        for k in want
-        if k in got and np.shape(got[k]) != np.shape(want[k])
-    ]
+    params = trained_run.restore_params(found, flag=KEY)
+    diffs = param_trees.differences(template, params)
     if diffs:
         raise InputError(
-            f"config.train.init_from: {found.path} holds another model's parameters "
-            f"({diffs[0]}; {len(diffs)} difference(s)): start from a run of the same model"
+            f"{KEY}: checkpoint {found.path} holds another model's parameters than this config "
+            f"builds ({param_trees.summary(diffs)}): start from a run of the same model"
         )
+    want, got = param_trees.flat(template), param_trees.flat(params)
     out = {k: np.asarray(got[k], dtype=want[k].dtype) for k in want}
     logging.info("init: parameters from %s (step %d)", found.path, found.step)
     return flax.traverse_util.unflatten_dict(out, sep="/")

@@ -50,6 +50,7 @@ RANKS = {
             "evaluate",
             "eval_demo",
             "retrieval",
+            "trained_run",
             "retrieve",
             "rescore",
             "warm_start",

@@ -5,7 +5,8 @@ evaluation scored that sentence (its exported `test_similarity.npy` column), for
 reading token ids (MME) and verbs and nouns (JPoSE); `--clip` ranks sentences by the
 clip's similarity row for every model family (HGR's matching, ConTra's clip windows,
 heads over frozen caption features); the cache is used, and rebuilt when the checkpoint
-changes; bad queries and workdirs are one `error:` line and exit code 2.
+changes; bad queries, flags and workdirs are one `error:` line and exit code 2. Damaged
+caches and run files: tests/test_run_artefacts.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 from train_runs import ROOT, config, cpu_env
 
-from jaxsvr import retrieval, train
+from jaxsvr import retrieval, retrieve, train
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import queries, text
 
@@ -131,8 +132,13 @@ def test_query_encoding_matches_training_tokens():
     assert q.unknown == ("the",)
     assert q.inputs["caption"].shape == (1, 3, data.max_caption_len)
     np.testing.assert_array_equal(q.inputs["caption"][0, :, :3], [[2, 1, 3]] * 3)
-    with pytest.raises(InputError, match="not in the run's vocabulary"):
-        queries.encode("the a", vocab, data, ("caption",))
+    for query, says in (
+        ("the a", "query 'the a': no word of the query is in the run's vocabulary: the, a ("),
+        ("?! ... --", "query '?! ... --' has no words"),
+    ):
+        with pytest.raises(InputError) as e:
+            queries.encode(query, vocab, data, ("caption",))
+        assert str(e.value).startswith(says), str(e.value)
 
 
 def _cli(*args):
@@ -150,7 +156,7 @@ def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
     work = runs["mme"]
     done = _cli("--workdir", work, "--query", "take the plate", "--top", "3", "--json")
     assert done.returncode == 0, done.stderr
-    rows = json.loads(done.stdout)
+    rows = json.loads(done.stdout, parse_constant=lambda c: pytest.fail(f"{c} in --json"))
     assert [r["rank"] for r in rows] == [1, 2, 3]
     assert {"rank", "score", "narration_id", "video_id", "narration"} <= rows[0].keys()
     assert "unknown words (read as <unk>): the" in done.stderr
@@ -159,7 +165,7 @@ def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
     assert table.stdout.split("\n")[0].split() == ["rank", "score", "narration_id", "narration"]
     assert len(table.stdout.strip().split("\n")) == 3
     for args, says in (
-        (("--workdir", work, "--query", "zzz"), "not in the run's vocabulary"),
+        (("--workdir", work, "--query", "zzz"), "no word of the query is in the run's vocabulary"),
         (("--workdir", tmp_path, "--query", "cut"), "has no config.json"),
         (("--workdir", work, "--clip", "nope"), "is not a test clip"),
         (("--workdir", runs["heads"], "--query", "cut"), "frozen caption features"),
@@ -168,3 +174,28 @@ def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
         assert bad.returncode == 2 and bad.stdout == ""
         lines = bad.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--top", "0"], "argument --top: give a whole number at least 1, not '0'"),
+        (["--top", "-3"], "argument --top: give a whole number at least 1, not '-3'"),
+        (["--top", "inf"], "argument --top: give a whole number at least 1, not 'inf'"),
+        (["--top", "1e3"], "argument --top: give a whole number at least 1, not '1e3'"),
+        (["--checkpoint", "newest"], "--checkpoint 'newest': use best, latest, auto or a step"),
+        (["--checkpoint", "nan"], "--checkpoint 'nan': use best, latest, auto or a step"),
+        (["--checkpoint", "99"], "--checkpoint '99': {work} has no checkpoint of step 99"),
+    ],
+)
+def test_bad_flags_are_one_error_line(runs, capsys, args, says):
+    """In process: the same `cli.run` edge as the command (`test_cli_prints_...`)."""
+    work = runs["mme"]
+    try:
+        code = retrieve.cli.run(retrieve.main, ["--workdir", str(work), "--query", "cut", *args])
+    except SystemExit as e:  # argparse's usage errors
+        code = e.code
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2 and captured.out == "" and len(lines) == 1, lines
+    assert lines[0].startswith("error: ") and says.format(work=work) in lines[0], lines

@@ -29,19 +29,52 @@ def test_a_run_starts_from_the_other_runs_parameters(source_run, tmp_path, where
     assert scratch["ndcg_avg"] != done["ndcg_avg"]
 
 
+def _empty_run(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "config.json").write_text("{}")
+    return tmp_path / "empty"
+
+
+def _damaged_step(tmp_path):
+    (tmp_path / "other" / "checkpoints" / "5" / "default").mkdir(parents=True)
+    (tmp_path / "other" / "checkpoints" / "5" / "default" / "_METADATA").write_text("torn")
+    return tmp_path / "other" / "checkpoints" / "5"
+
+
 @pytest.mark.parametrize(
     "name, init_from, says",
     [
-        ("epic_mme", "SOURCE", "holds another model's parameters"),
-        ("epic_jpose", "NOWHERE", "neither a run's workdir"),
+        (
+            "epic_mme",
+            lambda source, tmp: source,
+            "config.train.init_from: checkpoint {source}/best/28 holds another model's "
+            "parameters than this config builds (params/",
+        ),
+        ("epic_jpose", lambda source, tmp: tmp / "nowhere", "neither a run's workdir"),
+        (
+            "epic_jpose",
+            lambda source, tmp: _empty_run(tmp),
+            "{tmp}/empty has no checkpoint (no step in best/ or checkpoints/): train the run "
+            "first, or pick another config.train.init_from",
+        ),
+        (
+            "epic_jpose",
+            lambda source, tmp: _damaged_step(tmp),
+            "cannot read checkpoint {tmp}/other/checkpoints/5 (",
+        ),
     ],
+    ids=["another model", "nowhere", "no checkpoint", "damaged checkpoint"],
 )
 def test_bad_init_from_is_one_error_before_anything_is_written(
     source_run, tmp_path, name, init_from, says
 ):
-    path = source_run[0] if init_from == "SOURCE" else tmp_path / "nowhere"
-    with pytest.raises(InputError, match=says):
+    path = init_from(source_run[0], tmp_path)
+    with pytest.raises(InputError) as e:
         train.train_and_evaluate(config(name, train__init_from=str(path)), tmp_path / "run")
+    message = str(e.value)
+    assert says.format(source=source_run[0], tmp=tmp_path) in message, message
+    assert "config.train.init_from" in message and "--checkpoint" not in message, message
+    assert "  " not in message, message
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
 
 

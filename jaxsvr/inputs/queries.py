@@ -59,8 +59,8 @@ def encode(
         columns (`data.pos_source="columns"`) whose model reads verbs and nouns.
 
     Raises:
-      InputError: the model reads frozen caption features, or no query word is in the
-        vocabulary (the message names the words).
+      InputError: the model reads frozen caption features, the query has no words, or no
+        word of it is in the vocabulary (the message names the words).
     """
     if FEATURE_FIELD in fields:
         raise InputError(
@@ -70,11 +70,16 @@ def encode(
         )
     tokens = words.tokenize(query)
     unknown = tuple(dict.fromkeys(t for t in tokens if vocab.ids([t])[0] == text.UNK_ID))
-    if len(unknown) == len(tokens):
-        said = f"its words {', '.join(unknown)} are" if unknown else "it has no words"
+    if not tokens:
         raise InputError(
-            f"query {query!r}: {said} not in the run's vocabulary ({len(vocab)} words from its "
-            "training captions): use words of its captions"
+            f"query {query!r} has no words (tokenised as the training captions were): use "
+            "words of the run's captions"
+        )
+    if len(unknown) == len(tokens):
+        raise InputError(
+            f"query {query!r}: no word of the query is in the run's vocabulary: "
+            f"{', '.join(unknown)} (it has {len(vocab)} words, from its training captions); "
+            "use words of its captions"
         )
     token_lists = {"caption": [tokens]}
     if {"verb", "noun"} & set(fields):
