@@ -8,6 +8,7 @@ Every CLI body runs inside `run`: an `InputError` (or a missing file) becomes a 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -44,6 +45,38 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
+def number(
+    kind: type[int] | type[float],
+    low: float,
+    high: float = math.inf,
+    *,
+    above: bool = False,
+) -> Callable[[str], int | float]:
+    """An argparse `type` for a numeric flag: an int (`kind=int`: digits only) or a finite
+    float from `low` (excluded with `above`) to `high`; anything else, NaN and infinities
+    included (NaN passes every `<` test), is argparse's one-line usage error.
+
+    Example: `p.add_argument("--threshold", type=cli.number(float, 0, 1, above=True))`.
+    """
+    if high == math.inf:
+        span = f"{'above' if above else 'at least'} {low:g}"
+    else:
+        span = f"in {'(' if above else '['}{low:g}, {high:g}]"
+    want = f"{'a whole number' if kind is int else 'a finite number'} {span}"
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        inside = (value > low if above else value >= low) and value <= high
+        if not (math.isfinite(value) and inside):
+            raise argparse.ArgumentTypeError(f"give {want}, not {text!r}")
+        return value
+
+    return parse
+
+
 def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
     """Writes `array` to `path` as .npy via a temporary file in the same folder + rename,
     with the mode a new file gets from `open()` (`jaxsvr.workdir.atomic_write`)."""
@@ -60,11 +93,17 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
 
 
 def load_npy(
-    path: str | os.PathLike, what: str, *, float32: bool = False, mmap: bool = False
+    path: str | os.PathLike,
+    what: str,
+    *,
+    float32: bool = False,
+    mmap: bool = False,
+    ndim: int | None = None,
 ) -> np.ndarray:
     """Loads a .npy file without pickle, checked before it is read (`jaxsvr.files.arrays`):
     a missing, empty, non-.npy or corrupt file or a non-real dtype is an InputError; with
     `float32` the result is float32 and finite (values beyond its range are refused); with
     `mmap` a local float32 file is memory-mapped read-only instead of read (reading 150 MB
-    into fresh memory costs ~0.35 s of page faults on small VMs, mapping it ~0.02 s)."""
-    return arrays.load_npy(path, what=what, float32=float32, mmap=mmap)
+    into fresh memory costs ~0.35 s of page faults on small VMs, mapping it ~0.02 s); with
+    `ndim` an array of another number of dimensions is an InputError too."""
+    return arrays.load_npy(path, what=what, float32=float32, mmap=mmap, ndim=ndim)

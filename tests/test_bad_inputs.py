@@ -125,6 +125,7 @@ CASES = [
         ("rel.npy", "row 0", "NaN"),
     ),
     ev("eval-folder", {"sim.npy": DIR}, ("sim.npy", "folder")),
+    ev("eval-1d-similarity", {"sim.npy": npy(np.zeros(2, np.float32))}, ("sim.npy", "1-D [2]")),
     ev("eval-0-d-array", {"sim.npy": npy(np.float32(1)), "rel.npy": npy(np.float32(1))}, ("2-D",)),
     ev(
         "eval-ensemble-second-bad",
@@ -238,10 +239,10 @@ CASES = [
         out="absent/rel.npy",
     ),
     # B. tables and C. weights: the proxy CLI
-    px("proxy-weights-nan", {}, ("--weights nan",), more=("--weights", "nan", "0.5")),
-    px("proxy-weights-negative", {}, ("--weights -0.5",), more=("--weights", "-0.5", "1")),
+    px("proxy-weights-nan", {}, ("--weights", "'nan'"), more=("--weights", "nan", "0.5")),
+    px("proxy-weights-negative", {}, ("--weights", "'-0.5'"), more=("--weights", "-0.5", "1")),
     px("proxy-weights-zero", {}, ("--weights 0 0", "positive"), more=("--weights", "0", "0")),
-    px("proxy-weights-inf", {}, ("--weights inf",), more=("--weights", "inf", "0")),
+    px("proxy-weights-inf", {}, ("--weights", "'inf'"), more=("--weights", "inf", "0")),
     px("proxy-weights-sum-above-1", {}, ("sum to 1.6",), more=("--weights", "0.8", "0.8")),
     px(
         "proxy-weights-syn-negative",
@@ -250,7 +251,7 @@ CASES = [
         proxy="syn",
         more=("--weights", "1", "-1"),
     ),
-    px("proxy-workers-zero", {}, ("--workers 0",), proxy="met", more=("--workers", "0")),
+    px("proxy-workers-zero", {}, ("--workers", "'0'"), proxy="met", more=("--workers", "0")),
     px("proxy-non-utf8", {"caps.csv": b"video_id,caption\nv0,caf\xe9\n"}, ("caps.csv:2", "UTF-8")),
     px("proxy-header-only", {"caps.csv": "video_id,caption\n"}, ("caps.csv", "no data rows")),
     px(
@@ -343,12 +344,22 @@ CASES = [
         EPIC,
     ),
     mn(
-        "main-activitynet-start-after-end",
+        "main-activitynet-start-beyond-duration",
         {
-            "anet/train.json": ANET % ("a", "[[5, 2]]"),
+            "anet/train.json": ANET % ("a", "[[10, 12]]"),
             "anet/val_1.json": ANET % ("b", "[[1, 2]]"),
         },
-        ("train.json", "video v_a timestamp 0", "after its end"),
+        ("train.json", "video v_a timestamp 0", "after the video's end"),
+        "--config.data.format=activitynet",
+        "--config.data.annotations={d}/anet",
+    ),
+    mn(  # well-formed, but captions ("a") without nouns: no classes to draw features from
+        "main-activitynet-no-noun-classes",
+        {
+            "anet/train.json": ANET % ("a", "[[1, 2]]"),
+            "anet/val_1.json": ANET % ("b", "[[1, 2]]"),
+        },
+        ("synthetic features need verb and noun classes", "0 noun classes"),
         "--config.data.format=activitynet",
         "--config.data.annotations={d}/anet",
     ),
@@ -392,6 +403,13 @@ CASES = [
     # a run's own workdir entries of the wrong kind (found before anything is written)
     mn("main-workdir-checkpoints-file", {"work/checkpoints": "x"}, ("checkpoints is a file",)),
     mn("main-workdir-best-file", {"work/best": "x"}, ("best is a file",)),
+    mn(  # the similarity's shape is logged: a 1-D one used to crash that line
+        "main-eval-job-1d-similarity",
+        {"s.npy": npy(np.zeros(3, np.float32))},
+        ("config.eval.rescore.similarity", "s.npy is 1-D [3]", "expected a 2-D array"),
+        "--config.job=eval",
+        "--config.eval.rescore.similarity={d}/s.npy",
+    ),
     mn("main-workdir-unusable-file", {"work/unusable": "x"}, ("unusable is a file",)),
     mn("main-workdir-metrics-folder", {"work/metrics.jsonl": DIR}, ("metrics.jsonl is a folder",)),
 ]

@@ -45,6 +45,8 @@ from jaxsvr.nlp import captions, wordnet
 from jaxsvr.relevance import proxies
 from jaxsvr.relevance.classes import class_relevance
 
+MAX_WORKERS = 64  # METEOR processes: each holds WordNet; more is a typo on one machine
+
 
 def _parser() -> argparse.ArgumentParser:
     p = cli.ArgumentParser(prog="python -m jaxsvr.relevance", description=__doc__.split("\n")[0])
@@ -67,10 +69,15 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("--columns", help="caption CSV of the columns (default: --captions)")
     x.add_argument("--out", required=True, help="output .npy (float32 [rows, columns])")
     x.add_argument("--per-video", action="store_true", help="one row per video_id of --captions")
-    x.add_argument("--rho", type=float, default=proxies.DEFAULT_RHO, help="with --per-video")
+    x.add_argument(
+        "--rho",
+        type=cli.number(float, 0, 1, above=True),
+        default=proxies.DEFAULT_RHO,
+        help="with --per-video: a video holds what at least this share of its captions hold",
+    )
     x.add_argument(
         "--weights",
-        type=float,
+        type=cli.number(float, 0),
         nargs=2,
         default=proxies.DEFAULT_WEIGHTS,
         metavar=("VERB", "NOUN"),
@@ -80,7 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("--noun-classes", help="syn: EPIC_100_noun_classes.csv-style vocabulary")
     x.add_argument("--pipeline", default=captions.DEFAULT_PIPELINE, help="spaCy pipeline")
     x.add_argument("--wordnet", help="folder of WordNet 3.0 files (default: see wordnet.py)")
-    x.add_argument("--workers", type=int, default=2, help="met: processes")
+    x.add_argument(
+        "--workers", type=cli.number(int, 1, MAX_WORKERS), default=2, help="met: processes"
+    )
     x.add_argument(
         "--own",
         action="store_true",
@@ -98,11 +107,7 @@ def _parser() -> argparse.ArgumentParser:
 def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
     """The `proxy` command's matrix (float32 [rows, columns])."""
     _check_class_flags(args)
-    if not 0.0 < args.rho <= 1.0:
-        raise InputError(f"--rho {args.rho}: use a fraction in (0, 1]")
     proxies.check_weights(args.weights, "--weights")
-    if args.workers < 1:
-        raise InputError(f"--workers {args.workers}: use at least 1")
     if args.own and not args.columns:
         raise InputError(
             "--own goes with --columns (without --columns, S = 1 on own captions already)"
