@@ -10,18 +10,21 @@ stop in seconds, narration), or with `--clip` the top K test sentences for that 
 checkpoint embeds the run's test split and caches it in DIR/retrieval/ (see
 `jaxsvr.retrieval`); later ones read the cache. Query words outside the run's vocabulary
 are listed on stderr (they read as `<unk>`); a query with no known word, a model without a
-text encoder (projection heads over frozen caption features), a missing run or checkpoint
-is one `error:` line and exit code 2.
+text encoder (projection heads over frozen caption features), a missing run or checkpoint,
+damaged run files or a config.json of another model than the checkpoint's (see
+`jaxsvr.trained_run`, `jaxsvr.retrieval.rebuild`), a --top below 1 is one `error:` line and
+exit code 2. A damaged cache is rebuilt with one warning. `--json` is strict JSON
+(`jaxsvr.files.json_text`; the scores are checked finite before, so none is null).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 
 from jaxsvr import cli
+from jaxsvr.files import json_text
 
 CLIP_COLUMNS = ("rank", "score", "narration_id", "video_id", "start_s", "stop_s", "narration")
 SENTENCE_COLUMNS = ("rank", "score", "narration_id", "narration")
@@ -33,7 +36,9 @@ def _parser() -> cli.ArgumentParser:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--query", help="free text: rank the test clips for it")
     what.add_argument("--clip", help="a test clip's narration_id: rank the test sentences")
-    p.add_argument("--top", type=int, default=10, help="how many results (default 10)")
+    p.add_argument(
+        "--top", type=cli.number(int, 1), default=10, help="how many results (default 10)"
+    )
     p.add_argument("--json", action="store_true", help="print a JSON list, best first")
     p.add_argument(
         "--checkpoint",
@@ -46,8 +51,6 @@ def _parser() -> cli.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.top < 1:
-        _parser().error(f"--top must be at least 1, got {args.top}")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(message)s",
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         table, columns = gallery.sentences, SENTENCE_COLUMNS
     rows = [_row(h, table, columns) for h in hits]
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=1))
+        print(json_text.dumps(rows, ensure_ascii=False, indent=1))
     else:
         print(_table(rows, columns))
     return 0
