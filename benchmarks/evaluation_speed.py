@@ -46,6 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from jaxsvr import cli
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EPIC = ROOT.parent / "shared" / "data" / "epic100"
 
@@ -310,7 +312,9 @@ def table(report: dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epic", type=Path, default=DEFAULT_EPIC)
-    p.add_argument("--repeats", type=int, default=3, help="fresh processes per measurement")
+    p.add_argument(
+        "--repeats", type=cli.number(int, 1), default=3, help="fresh processes per measurement"
+    )
     p.add_argument("--skip-baseline", action="store_true")
     p.add_argument("--with-jax-cpu", action="store_true", help="also time the JAX engine on CPU")
     p.add_argument("--json", type=Path, help="also write the JSON report here")

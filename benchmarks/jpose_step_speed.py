@@ -38,6 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from jaxsvr import cli
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EPIC = ROOT.parent / "shared" / "data" / "epic100"
 DENSE_ROWS, VIDEO_DIM, EMBED = 1280, 3072, 256
@@ -234,9 +236,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--annotations", type=Path, default=DEFAULT_EPIC)
     p.add_argument("--torch-python", default=sys.executable, help="interpreter with torch")
-    p.add_argument("--repeats", type=int, default=3, help="fresh processes per framework")
-    p.add_argument("--steps", type=int, default=10, help="timed steps per process")
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument(
+        "--repeats", type=cli.number(int, 1), default=3, help="fresh processes per framework"
+    )
+    p.add_argument("--steps", type=cli.number(int, 1), default=10, help="timed steps per process")
+    p.add_argument("--warmup", type=cli.number(int, 0), default=3)
     p.add_argument("--json", type=Path, help="also write the JSON report here")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)

@@ -223,12 +223,24 @@ def set_threads(threads: int) -> None:
         pass
 
 
+def _at_least(low: int):
+    """An argparse type: a whole number >= low (this script runs where jaxsvr may not be
+    installed, so not `jaxsvr.cli.number`)."""
+
+    def parse(text: str) -> int:
+        if not (text.strip().lstrip("-").isdigit() and int(text) >= low):
+            raise argparse.ArgumentTypeError(f"give a whole number at least {low}, not {text!r}")
+        return int(text)
+
+    return parse
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=_at_least(1), default=2)
+    parser.add_argument("--steps", type=_at_least(1), default=20)
+    parser.add_argument("--warmup", type=_at_least(0), default=3)
+    parser.add_argument("--seed", type=_at_least(0), default=0)
     # Correctness check: --steps steps on one fixed batch, printing the losses.
     parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()

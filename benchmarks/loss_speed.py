@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsvr import losses
+from jaxsvr import cli, losses
 
 
 def program(fn, with_rel: bool):
@@ -51,9 +51,9 @@ def measure(fn, b: int, dim: int, repeats: int) -> tuple[float, int]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
-    p.add_argument("--dim", type=int, default=256)
-    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--sizes", type=cli.number(int, 1), nargs="+", default=[64, 256, 1024])
+    p.add_argument("--dim", type=cli.number(int, 1), default=256)
+    p.add_argument("--repeats", type=cli.number(int, 1), default=50)
     args = p.parse_args()
     device = jax.devices()[0]
     print(f"device: {device.platform} ({device.device_kind}), embeddings {args.dim}-d")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxsvr import cli
 from jaxsvr.annotations import caption_table, epic100
 from jaxsvr.errors import InputError
 from jaxsvr.nlp import captions, wordnet, words
@@ -51,8 +52,8 @@ def nltk_seconds(tokens, pairs: np.ndarray, wn) -> tuple[np.ndarray, np.ndarray]
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--annotations", default=str(ROOT.parent / "shared/data/epic100"))
-    p.add_argument("--sample", type=int, default=10000, help="pairs timed with NLTK")
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--sample", type=cli.number(int, 1), default=10000, help="pairs timed with NLTK")
+    p.add_argument("--workers", type=cli.number(int, 1, 64), default=2)
     args = p.parse_args()
     root = Path(args.annotations)
     rows = []

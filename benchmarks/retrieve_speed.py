@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxsvr import cli
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"mme": "configs/epic_mme.py", "jpose": "configs/epic_jpose.py"}
 
@@ -52,7 +54,7 @@ def main() -> int:
     p.add_argument("--annotations", default=str(ROOT.parent / "shared" / "data" / "epic100"))
     p.add_argument("--model", choices=sorted(CONFIGS), default="mme")
     p.add_argument("--workdir", default="/tmp/jaxsvr_retrieve_bench")
-    p.add_argument("--queries", type=int, default=50)
+    p.add_argument("--queries", type=cli.number(int, 1), default=50)
     args = p.parse_args()
     if not Path(args.annotations).is_dir():
         print(f"error: no EK-100 annotations in {args.annotations}", file=sys.stderr)

@@ -57,6 +57,7 @@ from pathlib import Path
 import numpy as np
 from nltk.stem import WordNetLemmatizer
 
+from jaxsvr import cli
 from jaxsvr.annotations import caption_table, epic100
 from jaxsvr.errors import InputError
 from jaxsvr.nlp import captions, wordnet, words
@@ -311,7 +312,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--authors-dir", required=True, help="the authors' matrices as .npy")
     p.add_argument("--annotations", default=str(ROOT.parent / "shared/data/epic100"))
-    p.add_argument("--workers", type=int, default=2, help="METEOR processes")
+    p.add_argument("--workers", type=cli.number(int, 1, 64), default=2, help="METEOR processes")
     args = p.parse_args()
     start = time.perf_counter()
     root, adir = Path(args.annotations), Path(args.authors_dir)

@@ -50,6 +50,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere, package not installed
 
+from jaxsvr import cli  # noqa: E402
 from jaxsvr.annotations import epic100  # noqa: E402
 from jaxsvr.annotations.class_sets import ClassSets  # noqa: E402
 from jaxsvr.evaluation import evaluate  # noqa: E402
@@ -218,10 +219,12 @@ def _override(spec: SyntheticSpec, assignments: list[str]) -> SyntheticSpec:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epic", type=Path, default=DEFAULT_EPIC)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lam", type=float, default=1.0)
+    parser.add_argument("--seed", type=cli.number(int, 0, 2**32 - 1), default=0)
+    parser.add_argument("--lam", type=cli.number(float, 0, above=True), default=1.0)
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
-    parser.add_argument("--segments", type=int, default=0, help="probe the segment mean")
+    parser.add_argument(
+        "--segments", type=cli.number(int, 0), default=0, help="probe the segment mean"
+    )
     parser.add_argument("--no-reference", action="store_true", help="skip oracle/random rows")
     parser.add_argument("--json", type=Path, help="also write all metrics here")
     args = parser.parse_args()

@@ -58,6 +58,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from jaxsvr import cli
+
 ROOT = Path(__file__).resolve().parents[1]
 JPOSE = "configs/epic_jpose.py"
 CROSS_ONLY = "--config.loss.pair_weights.vv=0.0 --config.loss.pair_weights.tt=0.0"
@@ -310,12 +312,15 @@ def main() -> None:
         help='EPIC-100 folder; "" for the built-in kitchen data',
     )
     p.add_argument("--grid", choices=sorted(GRIDS), default="triplet")
-    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--epochs", type=cli.number(int, 1), default=10)
     p.add_argument(
-        "--eval-every", type=int, default=0, help="epochs between evaluations (0: only at the end)"
+        "--eval-every",
+        type=cli.number(int, 0),
+        default=0,
+        help="epochs between evaluations (0: only at the end)",
     )
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--seeds", type=cli.number(int, 0, 2**32 - 1), nargs="+", default=[0, 1])
     p.add_argument("--out", default="/tmp/jaxsvr_results")
     p.add_argument("--only", nargs="*", help="substrings of the grid names to run")
     args = p.parse_args()

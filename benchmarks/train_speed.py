@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from jaxsvr import cli
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -97,14 +99,20 @@ def host_gather_profile(annotations: str, config: str, rows: int, repeats: int) 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--annotations", default=str(ROOT.parent / "shared/data/epic100"))
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=cli.number(int, 1), default=1)
     p.add_argument("--config", default="configs/epic_jpose.py")
     p.add_argument("--gather", nargs="+", default=["device", "host"], choices=["device", "host"])
     p.add_argument(
-        "--max-steps", type=int, default=0, help="stop after this many steps (0: whole epochs)"
+        "--max-steps",
+        type=cli.number(int, 0),
+        default=0,
+        help="stop after this many steps (0: whole epochs)",
     )
     p.add_argument(
-        "--log-every", type=int, default=25, help="steps per rate sample (3+ samples needed)"
+        "--log-every",
+        type=cli.number(int, 1),
+        default=25,
+        help="steps per rate sample (3+ samples needed)",
     )
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     p.add_argument(
@@ -112,8 +120,10 @@ def main() -> None:
         action="store_true",
         help="time the host gather of one batch and its device copy instead of training",
     )
-    p.add_argument("--rows", type=int, default=64 * 61, help="rows per batch (profile)")
-    p.add_argument("--repeats", type=int, default=20, help="batches timed (profile)")
+    p.add_argument(
+        "--rows", type=cli.number(int, 1), default=64 * 61, help="rows per batch (profile)"
+    )
+    p.add_argument("--repeats", type=cli.number(int, 1), default=20, help="batches timed (profile)")
     args = p.parse_args()
     if args.host_gather_profile:
         host_gather_profile(args.annotations, args.config, args.rows, args.repeats)

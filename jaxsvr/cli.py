@@ -58,10 +58,11 @@ def number(
 
     Example: `p.add_argument("--threshold", type=cli.number(float, 0, 1, above=True))`.
     """
+    show = (lambda x: f"{int(x)}") if kind is int else (lambda x: f"{x:g}")
     if high == math.inf:
-        span = f"{'above' if above else 'at least'} {low:g}"
+        span = f"{'above' if above else 'at least'} {show(low)}"
     else:
-        span = f"in {'(' if above else '['}{low:g}, {high:g}]"
+        span = f"in {'(' if above else '['}{show(low)}, {show(high)}]"
     want = f"{'a whole number' if kind is int else 'a finite number'} {span}"
 
     def parse(text: str) -> int | float:

@@ -12,12 +12,10 @@ caches and run files: tests/test_run_artefacts.py.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from train_runs import ROOT, config, cpu_env
+from train_runs import config, run_retrieve
 
 from jaxsvr import retrieval, retrieve, train
 from jaxsvr.errors import InputError
@@ -141,26 +139,15 @@ def test_query_encoding_matches_training_tokens():
         assert str(e.value).startswith(says), str(e.value)
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "jaxsvr.retrieve", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env=cpu_env(),
-    )
-
-
 def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
     work = runs["mme"]
-    done = _cli("--workdir", work, "--query", "take the plate", "--top", "3", "--json")
+    done = run_retrieve("--workdir", work, "--query", "take the plate", "--top", "3", "--json")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout, parse_constant=lambda c: pytest.fail(f"{c} in --json"))
     assert [r["rank"] for r in rows] == [1, 2, 3]
     assert {"rank", "score", "narration_id", "video_id", "narration"} <= rows[0].keys()
     assert "unknown words (read as <unk>): the" in done.stderr
-    table = _cli("--workdir", work, "--clip", rows[0]["narration_id"], "--top", "2")
+    table = run_retrieve("--workdir", work, "--clip", rows[0]["narration_id"], "--top", "2")
     assert table.returncode == 0, table.stderr
     assert table.stdout.split("\n")[0].split() == ["rank", "score", "narration_id", "narration"]
     assert len(table.stdout.strip().split("\n")) == 3
@@ -170,7 +157,7 @@ def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
         (("--workdir", work, "--clip", "nope"), "is not a test clip"),
         (("--workdir", runs["heads"], "--query", "cut"), "frozen caption features"),
     ):
-        bad = _cli(*args)
+        bad = run_retrieve(*args)
         assert bad.returncode == 2 and bad.stdout == ""
         lines = bad.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], lines

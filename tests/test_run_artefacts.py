@@ -9,12 +9,10 @@ import dataclasses
 import json
 import logging
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from train_runs import ROOT, config, cpu_env
+from train_runs import config, run_retrieve
 
 from jaxsvr import rescore, retrieval, retrieve, train
 from jaxsvr.errors import InputError
@@ -196,23 +194,12 @@ def _strict_json(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "jaxsvr.retrieve", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env=cpu_env(),
-    )
-
-
 def test_the_command_answers_as_the_clean_run_after_a_damaged_cache(clean, tmp_path, capsys):
     work = _copy(clean, tmp_path)
     assert retrieve.main(["--workdir", str(clean[0]), "--query", QUERY, "--json"]) == 0
     want = _strict_json(capsys.readouterr().out)
     _npz(_set("video/", slice(None), np.nan))(work / "retrieval")
-    done = _cli("--workdir", work, "--query", QUERY, "--json")
+    done = run_retrieve("--workdir", work, "--query", QUERY, "--json")
     assert done.returncode == 0, done.stderr
     assert _strict_json(done.stdout) == want
     warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
@@ -272,7 +259,7 @@ def test_a_config_json_of_another_model_is_one_error_in_the_eval_job(foreign):
 
 
 def test_the_command_refuses_a_config_json_of_another_model_in_one_line(foreign):
-    done = _cli("--workdir", foreign, "--query", QUERY)
+    done = run_retrieve("--workdir", foreign, "--query", QUERY)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and done.stdout == "" and len(lines) == 1, done.stderr
     assert lines[0].startswith("error: checkpoint ") and "another model's" in lines[0]

@@ -50,6 +50,18 @@ def run_main(workdir, *flags, devices: int | None = None, timeout=300, **kw):
     )
 
 
+def run_retrieve(*args, timeout=300):
+    """`python -m jaxsvr.retrieve ARGS` in a subprocess (CPU only), output as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "jaxsvr.retrieve", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=cpu_env(),
+    )
+
+
 def jsonl(workdir) -> list[dict]:
     return [json.loads(line) for line in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
 
