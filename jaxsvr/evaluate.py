@@ -1,6 +1,8 @@
 """Command line: evaluate similarity matrices against a relevance matrix.
 
   python -m jaxsvr.evaluate --similarity S.npy [--similarity S2.npy ...] --relevance R.npy
+  python -m jaxsvr.evaluate --submission FILE.pkl --allow-pickle --clips TEST.csv \
+      --sentences TEST_SENTENCE.csv [--relevance R.npy]
 
 Prints one JSON object on stdout with every key of `jaxsvr.evaluation.metrics` (ndcg_v2t,
 ndcg_t2v, ndcg_avg, map_v2t, map_t2v, map_avg, ...; with `--bounds` also the lower-bound
@@ -11,6 +13,14 @@ Arrays are [n_videos, n_texts] .npy files of a real dtype, loaded without pickle
 as float32. Bad input (missing, empty or corrupt file, an .npz or a complex / string /
 structured array, shape mismatch, NaN or inf, values beyond the float32 range, relevance
 outside [0, 1]): one line on stderr and exit code 2.
+
+`--submission` scores an EK-100 challenge file (`jaxsvr.submission`; written by
+`python -m jaxsvr.submit`, or the public JPoSE script): its rows and columns are matched
+to the test tables by id, so a file in another order scores the same; a missing, repeated
+or foreign id, a wrong shape, a non-finite entry or another `challenge` is one line. The
+relevance is `--relevance` in the tables' order, else their EPIC class relevance (the
+official relevancy matrix). A pickle runs code when loaded: `--allow-pickle` is required,
+and the file is read with a whitelist.
 
 `--backend auto` (default) imports JAX only when a JAX accelerator plugin is installed (a
 CUDA/ROCm plugin, libtpu), and uses it when JAX then finds that accelerator; otherwise the
@@ -40,20 +50,34 @@ from jaxsvr.files import json_text  # noqa: E402
 
 def _parser() -> argparse.ArgumentParser:
     p = cli.ArgumentParser(prog="python -m jaxsvr.evaluate", description=__doc__.split("\n")[0])
-    p.add_argument(
+    scored = p.add_mutually_exclusive_group(required=True)
+    scored.add_argument(
         "--similarity",
         action="extend",
         nargs="+",
-        required=True,
         metavar="S.npy",
         help="[n_videos, n_texts] similarities; several (--similarity A.npy B.npy, or the flag "
         "repeated) are averaged into one ensemble matrix",
     )
+    scored.add_argument(
+        "--submission",
+        metavar="FILE.pkl",
+        help="an EK-100 challenge file (python -m jaxsvr.submit), its rows and columns "
+        "matched by id to --clips / --sentences; needs --allow-pickle",
+    )
     p.add_argument(
         "--relevance",
-        required=True,
         metavar="R.npy",
-        help="[n_videos, n_texts] relevance in [0, 1] (python -m jaxsvr.relevance)",
+        help="[n_videos, n_texts] relevance in [0, 1] (python -m jaxsvr.relevance); with "
+        "--submission in the order of --clips / --sentences, default their class relevance",
+    )
+    p.add_argument("--clips", help="with --submission: the test clip CSV (row ids)")
+    p.add_argument("--sentences", help="with --submission: the test sentence CSV (column ids)")
+    p.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="load --submission although it is a pickle (loading a pickle runs code: only "
+        "files you trust; read with a whitelist of NumPy and pandas' Index)",
     )
     p.add_argument(
         "--threshold",
@@ -80,6 +104,26 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     start = time.perf_counter()
+    if args.submission is not None:
+        sim, rel = _submission(args)
+    else:
+        sim, rel = _similarities(args)
+    backend = metrics.choose_backend(args.backend, import_jax=True)
+    result = metrics.evaluate(
+        sim, rel, threshold=args.threshold, backend=backend, bounds=args.bounds
+    )
+    if args.timing:
+        result["seconds"] = time.perf_counter() - start
+    sys.stdout.write(json_text.dumps(result, indent=1) + "\n")
+    return 0
+
+
+def _similarities(args) -> tuple[np.ndarray, np.ndarray]:
+    """--similarity (the average of the files) and --relevance."""
+    if args.clips or args.sentences or args.allow_pickle:
+        raise InputError("--clips, --sentences and --allow-pickle go with --submission")
+    if args.relevance is None:
+        raise InputError("--similarity needs --relevance (python -m jaxsvr.relevance)")
     # float32 on load: what the metrics compute in, checked finite after the cast.
     rel = cli.load_npy(args.relevance, "relevance", float32=True, mmap=True, ndim=2)
     sim = None
@@ -94,14 +138,41 @@ def main(argv: list[str] | None = None) -> int:
         sim = s if sim is None else sim + s
     if len(args.similarity) > 1:
         sim = sim / np.float32(len(args.similarity))
-    backend = metrics.choose_backend(args.backend, import_jax=True)
-    result = metrics.evaluate(
-        sim, rel, threshold=args.threshold, backend=backend, bounds=args.bounds
+    return sim, rel
+
+
+def _submission(args) -> tuple[np.ndarray, np.ndarray]:
+    """The challenge file's similarity in the order of --clips / --sentences (matched by
+    id), and --relevance or the tables' class relevance."""
+    from jaxsvr import submission
+    from jaxsvr.annotations import epic100
+    from jaxsvr.relevance import class_relevance
+
+    if not (args.clips and args.sentences):
+        raise InputError(
+            "--submission needs --clips and --sentences: the test tables whose ids its rows "
+            "and columns are matched to (e.g. EPIC_100_retrieval_test.csv and "
+            "EPIC_100_retrieval_test_sentence.csv)"
+        )
+    entry = submission.read(args.submission, allow_pickle=args.allow_pickle)
+    clips = epic100.read_clips(args.clips)
+    sents = epic100.read_sentences(args.sentences, clips)
+    sim = submission.align(
+        entry, clips.narration_id, sents.narration_id, f"--submission {args.submission}"
     )
-    if args.timing:
-        result["seconds"] = time.perf_counter() - start
-    sys.stdout.write(json_text.dumps(result, indent=1) + "\n")
-    return 0
+    if args.relevance is None:
+        rel = class_relevance(
+            clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
+        )
+    else:
+        rel = cli.load_npy(args.relevance, "relevance", float32=True, mmap=True, ndim=2)
+        if rel.shape != sim.shape:
+            raise InputError(
+                f"relevance {args.relevance} is {rel.shape[0]} x {rel.shape[1]}, the tables "
+                f"are {sim.shape[0]} clips x {sim.shape[1]} sentences: give the relevance "
+                "of these tables, in their order"
+            )
+    return sim, rel
 
 
 if __name__ == "__main__":

@@ -173,9 +173,7 @@ def _run_similarity(workdir, checkpoint: str):
     from jaxsvr import retrieval
 
     trained = retrieval.TrainedRun.load(workdir, checkpoint, flag="config.eval.rescore.checkpoint")
-    splits, model = retrieval.rebuild(trained)
-    evaluator = retrieval.test_evaluator(trained, splits, model)
-    return evaluator.similarity(trained.params), trained
+    return retrieval.test_similarity(trained)[0], trained
 
 
 def _scored_as(run_data: ml_collections.ConfigDict, data: ml_collections.ConfigDict):

@@ -233,6 +233,13 @@ def rebuild(run: TrainedRun):
     return splits, model
 
 
+def test_similarity(run: TrainedRun):
+    """The run's test similarity [clips, sentences] float32 (its checkpoint on its own test
+    split, rebuilt from config.json, as its evaluation scores it), and those splits."""
+    splits, model = rebuild(run)
+    return test_evaluator(run, splits, model).similarity(run.params), splits
+
+
 def test_evaluator(run: TrainedRun, splits, model):
     """The `RetrievalEvaluator` of the run's test split (`rebuild`'s splits and model), as
     the trainer builds it: its config's chunks, context windows, one mesh of every device

@@ -30,7 +30,7 @@ RANKS = {
     "sampling": 5,
     **dict.fromkeys(("models", "losses"), 6),
     "objectives": 7,
-    "evaluation": 8,
+    **dict.fromkeys(("evaluation", "submission"), 8),
     **dict.fromkeys(
         (
             "optim",
@@ -52,6 +52,7 @@ RANKS = {
             "retrieval",
             "trained_run",
             "retrieve",
+            "submit",
             "rescore",
             "warm_start",
             "contra_analysis",
