@@ -33,7 +33,11 @@ from jaxsvr.files.tables import Row, csv_rows
 
 TEST_CLIPS = "EPIC_100_retrieval_test.csv"
 TEST_SENTENCES = "EPIC_100_retrieval_test_sentence.csv"
-TRAIN_CLIPS = "EPIC_100_uda_source_train.csv"
+TRAIN_CLIPS = "EPIC_100_uda_source_train.csv"  # in ../shared/data/epic100: the default
+# The train split the published EK-100 retrieval results (and the public features' rows)
+# use; not in ../shared/data/epic100 (config.data.train_clips names it where it is).
+RETRIEVAL_TRAIN_CLIPS = "EPIC_100_retrieval_train.csv"
+RETRIEVAL_TRAIN_SIZE = 67217
 TRAIN_SENTENCES = "EPIC_100_retrieval_train_sentence.csv"
 VERB_CLASSES = "EPIC_100_verb_classes.csv"
 NOUN_CLASSES = "EPIC_100_noun_classes.csv"

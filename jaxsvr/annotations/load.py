@@ -80,6 +80,29 @@ def epic100_folder(root: str | Path, train_clips: str = epic100.TRAIN_CLIPS) -> 
     train = epic100.read_clips(root / train_clips, **sizes)
     test = epic100.read_clips(root / epic100.TEST_CLIPS, **sizes)
     sents = epic100.read_sentences(root / epic100.TEST_SENTENCES, test)
+    # Which train table: the published numbers train on the retrieval split, which the
+    # shared folder lacks (config.data.train_clips picks it where a folder has it).
+    published = ""
+    if train_clips != epic100.RETRIEVAL_TRAIN_CLIPS:
+        have = (root / epic100.RETRIEVAL_TRAIN_CLIPS).is_file()
+        published = (
+            f"; the published EK-100 retrieval results train on "
+            f"{epic100.RETRIEVAL_TRAIN_CLIPS} ({epic100.RETRIEVAL_TRAIN_SIZE} clips), which "
+            + (
+                "this folder holds: config.data.train_clips to use it"
+                if have
+                else "this folder lacks"
+            )
+        )
+    logging.info(
+        "data: train clips %s (%d), test %s (%d clips x %d sentences)%s",
+        train_clips,
+        len(train),
+        epic100.TEST_CLIPS,
+        len(test),
+        len(sents),
+        published,
+    )
     num_verbs = _num_classes(sizes["num_verbs"], train.verb_classes, test.verb_classes)
     num_nouns = _num_classes(sizes["num_nouns"], train.noun_classes, test.noun_classes)
     return Annotations(train, test, sents, num_verbs, num_nouns)

@@ -97,3 +97,34 @@ def test_sentence_without_clip(tmp_path):
     with pytest.raises(InputError, match="no verb_class/noun_classes columns"):
         epic100.read_sentences(sents)
     assert np.array_equal(clips.start_s, [0.0])
+
+
+@pytest.mark.parametrize(
+    "has_retrieval_train, train_clips, says",
+    [
+        (
+            False,
+            epic100.TRAIN_CLIPS,
+            "EPIC_100_retrieval_train.csv (67217 clips), which this folder lacks",
+        ),
+        (True, epic100.TRAIN_CLIPS, "which this folder holds: config.data.train_clips to use it"),
+        (True, epic100.RETRIEVAL_TRAIN_CLIPS, None),
+    ],
+)
+def test_the_log_says_which_train_table(tmp_path, caplog, has_retrieval_train, train_clips, says):
+    """The published numbers train on the retrieval split: the first lines say which table
+    a run trains on, and whether the folder holds the published one (issue 29, part 4)."""
+    from kitchen_files import write_epic_folder
+
+    from jaxsvr.annotations import load
+
+    write_epic_folder(tmp_path)
+    if has_retrieval_train:
+        (tmp_path / epic100.RETRIEVAL_TRAIN_CLIPS).write_bytes(
+            (tmp_path / epic100.TRAIN_CLIPS).read_bytes()
+        )
+    caplog.set_level("INFO")
+    load.epic100_folder(tmp_path, train_clips)
+    (line,) = [r.getMessage() for r in caplog.records if "data: train clips" in r.getMessage()]
+    assert line.startswith(f"data: train clips {train_clips} (120), test {epic100.TEST_CLIPS} (60")
+    assert (says in line) if says else ("published" not in line)
