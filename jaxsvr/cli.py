@@ -8,6 +8,7 @@ Every CLI body runs inside `run`: an `InputError` (or a missing file) becomes a 
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import sys
@@ -34,6 +35,16 @@ def run(main: Callable[[list[str] | None], int | None], argv: list[str] | None =
             message = f"cannot read {e.filename}: {e.strerror}"
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def log_to_stderr(verbose: bool = False) -> None:
+    """The CLIs' log: warnings (and with `verbose` what is loaded) on stderr, one line each
+    as `LEVEL message`."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
 
 
 class ArgumentParser(argparse.ArgumentParser):

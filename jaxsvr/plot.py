@@ -177,9 +177,7 @@ def _parser() -> cli.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING, format="%(levelname)s %(message)s", stream=sys.stderr
-    )
+    cli.log_to_stderr()
     out = locations.locate(args.out)
     kind = out.suffix.lower().lstrip(".")
     if kind not in ("png", "pdf", "svg"):

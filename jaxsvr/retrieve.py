@@ -19,7 +19,6 @@ exit code 2. A damaged cache is rebuilt with one warning. `--json` is strict JSO
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
@@ -51,11 +50,7 @@ def _parser() -> cli.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
+    cli.log_to_stderr(args.verbose)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from jaxsvr import retrieval
 

@@ -23,7 +23,6 @@ Check it with `python -m jaxsvr.evaluate --submission FILE.pkl --allow-pickle --
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 import numpy as np
@@ -64,11 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
+    cli.log_to_stderr(args.verbose)
     if args.workdir is not None and (args.clips or args.sentences):
         raise InputError("--clips and --sentences go with --similarity: a run has its own tables")
     supervision = {key: getattr(args, key) for key in submission.SUPERVISION}

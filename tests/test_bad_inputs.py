@@ -353,16 +353,6 @@ CASES = [
         "--config.data.format=activitynet",
         "--config.data.annotations={d}/anet",
     ),
-    mn(  # well-formed, but captions ("a") without nouns: no classes to draw features from
-        "main-activitynet-no-noun-classes",
-        {
-            "anet/train.json": ANET % ("a", "[[1, 2]]"),
-            "anet/val_1.json": ANET % ("b", "[[1, 2]]"),
-        },
-        ("synthetic features need verb and noun classes", "0 noun classes"),
-        "--config.data.format=activitynet",
-        "--config.data.annotations={d}/anet",
-    ),
     mn(
         "main-youcook2-nan",
         {

@@ -29,16 +29,7 @@ def test_the_file_is_what_pandas_writes_and_reads(tmp_path):
     """The public JPoSE script's object (pandas Index of narration ids, protocol 4)."""
     ours = tmp_path / "ours.pkl"
     submission.write(ours, submission.Submission(SIM, IDS, TEXT_IDS))
-    theirs = {
-        "version": 0.1,
-        "challenge": "multi_instance_retrieval",
-        "sim_mat": SIM,
-        "vis_ids": pd.Index(IDS, dtype=object, name="narration_id"),
-        "txt_ids": pd.Index(TEXT_IDS, dtype=object, name="narration_id"),
-        "sls_pt": 2,
-        "sls_tl": 3,
-        "sls_td": 3,
-    }
+    theirs = _entry()
     if pd.Index.__module__ == "pandas":  # pandas >= 3 names the class as jaxsvr writes it
         buffer = io.BytesIO()
         pd.to_pickle(theirs, buffer, protocol=4)
@@ -74,6 +65,8 @@ def _pickled(obj) -> bytes:
 
 
 def _entry(**changes) -> dict:
+    """The public JPoSE script's dict (pandas Indexes of narration ids), with `changes`;
+    a key changed to DROP is left out."""
     obj = {
         "version": 0.1,
         "challenge": "multi_instance_retrieval",

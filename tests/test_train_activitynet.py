@@ -97,3 +97,17 @@ def test_runs_on_public_files_with_feature_files(tmp_path):
     np.save(feats / "test.npy", np.zeros((5, 48), np.float32))  # not one row per test clip
     with pytest.raises(InputError, match="test.npy"):
         pipeline.load_splits(c.data)
+
+
+def test_captions_without_nouns_cannot_draw_synthetic_features(tmp_path):
+    """Well-formed files whose captions ("a") give no noun class: synthetic features are
+    drawn around class prototypes, so this is one error line, before training."""
+    entry = '{"v_%s": {"duration": 9, "timestamps": [[1, 2]], "sentences": ["a"]}}'
+    for name, video in (("train.json", "a"), ("val_1.json", "b")):
+        (tmp_path / name).write_text(entry % video)
+    c = config("activitynet_contra", "runlocal", data__annotations=str(tmp_path))
+    with pytest.raises(InputError) as e:
+        pipeline.load_splits(c.data, ("caption",))
+    message = str(e.value)
+    assert message.startswith("synthetic features need verb and noun classes")
+    assert "0 noun classes" in message and "config.data.features" in message
