@@ -26,6 +26,8 @@ import numpy as np
 
 from jaxsvr import distributed, optim
 from jaxsvr.errors import InputError
+from jaxsvr.inputs import features
+from jaxsvr.models.mme import TEXT_INPUTS
 from jaxsvr.relevance import proxies
 
 EVAL_POSITIVES = ("class", "narration")  # config.eval.positives
@@ -131,6 +133,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "optimizer.schedule": optim.SCHEDULES,
     "data.relevance.proxy": ("class", *proxies.NAMES),
     "distributed": distributed.MODES,
+    "data.temporal": ("auto", *features.TEMPORAL),
 }
 # Keywords of the losses (`config.loss.fixed_margin`, `config.loss.<batch loss>.<name>`):
 # temperatures divide the similarities, hinge margins below 0 ask for nothing, `tau` is a
@@ -255,6 +258,10 @@ def _check_loss(loss: ml_collections.ConfigDict) -> None:
 def _check_model(model: ml_collections.ConfigDict) -> None:
     """Model sizes: integers >= 1 (context half-widths `m_*` >= 0), dropout rates in
     [0, 1), other numbers finite and > 0."""
+    if model.get("text_input", "words") not in TEXT_INPUTS:
+        raise InputError(
+            f"unknown config.model.text_input {model.text_input!r}: use one of {TEXT_INPUTS}"
+        )
     for name, value in model.items():
         if name == "name" or isinstance(value, bool | str):
             continue

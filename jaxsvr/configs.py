@@ -90,6 +90,13 @@ def base() -> ml_collections.ConfigDict:
     # e.g. "rgb" / "rgb,flow" (the relevance-margin paper's modality table)
     d.modalities = "all"
     d.allow_pickle = False  # EPIC *_features_mean.pkl files run code when loaded: opt in
+    # per-segment real features [N, T, D]: "auto" = what the model reads (its temporal
+    # mean for MME / JPoSE / HGR, as published; segments for heads and ConTra), or
+    # "mean" / "segments"
+    d.temporal = "auto"
+    # where TBN per-segment pickles ({split}.pkl) are converted on first use;
+    # "" = $XDG_CACHE_HOME/jaxsvr/features (jaxsvr.inputs.tbn)
+    d.feature_cache = ""
     d.num_videos = 40  # built-in data: training videos
     d.test_videos = 16  # built-in data: test videos
     d.clips_per_video = 50
@@ -212,6 +219,9 @@ def mme_jpose_model(c: ml_collections.ConfigDict, name: str) -> None:
     c.model.name = name
     c.model.embed_dim = 256
     c.model.word_dim = 100
+    # "words": a learned word table; "features": the frozen caption / verb / noun features
+    # of a public JPoSE data folder in data.features (jaxsvr.inputs.jpose_folder)
+    c.model.text_input = "words"
 
 
 CONTEXTS = ("clip", "text", "both", "none")  # ConTra: which modalities see their neighbours

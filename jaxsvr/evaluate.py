@@ -19,8 +19,9 @@ outside [0, 1]): one line on stderr and exit code 2.
 to the test tables by id, so a file in another order scores the same; a missing, repeated
 or foreign id, a wrong shape, a non-finite entry or another `challenge` is one line. The
 relevance is `--relevance` in the tables' order, else their EPIC class relevance (the
-official relevancy matrix). A pickle runs code when loaded: `--allow-pickle` is required,
-and the file is read with a whitelist.
+official relevancy matrix; `--relevance` may be that matrix's public pickle,
+`EPIC_100_retrieval_test_relevancy_mat.pkl`). A pickle runs code when loaded:
+`--allow-pickle` is required, and the challenge file is read with a whitelist.
 
 `--backend auto` (default) imports JAX only when a JAX accelerator plugin is installed (a
 CUDA/ROCm plugin, libtpu), and uses it when JAX then finds that accelerator; otherwise the
@@ -69,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
         "--relevance",
         metavar="R.npy",
         help="[n_videos, n_texts] relevance in [0, 1] (python -m jaxsvr.relevance); with "
-        "--submission in the order of --clips / --sentences, default their class relevance",
+        "--submission in the order of --clips / --sentences (also the official "
+        "EPIC_100_retrieval_test_relevancy_mat.pkl), default their class relevance",
     )
     p.add_argument("--clips", help="with --submission: the test clip CSV (row ids)")
     p.add_argument("--sentences", help="with --submission: the test sentence CSV (column ids)")
@@ -164,14 +166,20 @@ def _submission(args) -> tuple[np.ndarray, np.ndarray]:
         rel = class_relevance(
             clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
         )
+    elif args.relevance.lower().endswith(".pkl"):  # the official relevancy pickle
+        from pathlib import Path
+
+        from jaxsvr.inputs import jpose_folder
+
+        rel = jpose_folder.read_relevancy(Path(args.relevance))
     else:
         rel = cli.load_npy(args.relevance, "relevance", float32=True, mmap=True, ndim=2)
-        if rel.shape != sim.shape:
-            raise InputError(
-                f"relevance {args.relevance} is {rel.shape[0]} x {rel.shape[1]}, the tables "
-                f"are {sim.shape[0]} clips x {sim.shape[1]} sentences: give the relevance "
-                "of these tables, in their order"
-            )
+    if rel.shape != sim.shape:
+        raise InputError(
+            f"relevance {args.relevance} is {rel.shape[0]} x {rel.shape[1]}, the tables "
+            f"are {sim.shape[0]} clips x {sim.shape[1]} sentences: give the relevance "
+            "of these tables, in their order"
+        )
     return sim, rel
 
 

@@ -37,8 +37,8 @@ from jaxsvr.annotations import activitynet, kitchen, load, msrvtt, youcook2
 from jaxsvr.annotations.captioned import CaptionedVideos
 from jaxsvr.annotations.load import Annotations
 from jaxsvr.errors import InputError
+from jaxsvr.inputs import jpose_folder, validation
 from jaxsvr.inputs import splits as splits_lib
-from jaxsvr.inputs import validation
 from jaxsvr.inputs.model_inputs import ModelInputs
 from jaxsvr.relevance import caption_classes, split_relevance
 from jaxsvr.relevance.split_relevance import RelevanceSpec
@@ -57,8 +57,8 @@ class Run:
 def build(config: ml_collections.ConfigDict) -> Run:
     """Every stage of a run up to the train loop, from `config`."""
     objectives.check_name(config)
-    fields = models.model_class(config.model.name).text_fields
-    splits = load_splits(config.data, fields)
+    fields = models.text_fields(config)
+    splits = load_splits(config.data, fields, models.video_input(config))
     config_checks.check_data(config, splits, fields)  # before anything is written
     d = config.data
     splits = validation.carve(
@@ -78,14 +78,19 @@ def build(config: ml_collections.ConfigDict) -> Run:
 
 
 def load_splits(
-    data: ml_collections.ConfigDict, fields=splits_lib.TOKEN_FIELDS
+    data: ml_collections.ConfigDict, fields=splits_lib.TOKEN_FIELDS, video_input="segments"
 ) -> splits_lib.Splits:
-    """Annotations, test relevance and the inputs of both splits, as `config.data` says."""
+    """Annotations, test relevance and the inputs of both splits, as `config.data` says
+    (`video_input`: how real per-segment features enter the model, `models.video_input`)."""
     ann = load_annotations(data)
+    spec = relevance_spec(data)
     relevance = split_relevance.test_relevance(
-        relevance_spec(data), ann.test, ann.sentences, ann.sentence_rows(), ann.clip_texts
+        spec, ann.test, ann.sentences, ann.sentence_rows(), ann.clip_texts
     )
-    return splits_lib.build(data, ann, relevance, fields)
+    folder = splits_lib.jpose_data(data)
+    if folder is not None and spec.proxy == "class":  # the official relevancy matrix
+        relevance = jpose_folder.test_relevance(folder, relevance, allow_pickle=data.allow_pickle)
+    return splits_lib.build(data, ann, relevance, fields, video_input)
 
 
 def load_annotations(data: ml_collections.ConfigDict) -> Annotations:

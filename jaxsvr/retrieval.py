@@ -210,8 +210,8 @@ def rebuild(run: TrainedRun):
     from jaxsvr import pipeline
 
     config = run.config
-    fields = models.model_class(config.model.name).text_fields
-    splits = pipeline.load_splits(config.data, fields)
+    fields = models.text_fields(config)
+    splits = pipeline.load_splits(config.data, fields, models.video_input(config))
     model = models.build(config, len(splits.vocab), splits.video_dim, **splits.dims)
     if splits.vocab.words != run.vocab.words:
         raise InputError(

@@ -53,6 +53,7 @@ RANKS = {
             "trained_run",
             "retrieve",
             "submit",
+            "features",
             "rescore",
             "warm_start",
             "contra_analysis",

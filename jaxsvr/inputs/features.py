@@ -11,6 +11,12 @@ looks for them in a features folder (`--config.data.features`):
 - `EPIC_100_retrieval_{split}_features_mean.pkl`: the TBN features published with the
   EPIC-KITCHENS-100 multi-instance retrieval baselines (JPoSE / MMEN). Read only with
   `--config.data.allow_pickle=True`, because unpickling runs code from the file.
+- `{split}.pkl`: the TBN per-segment release (RGB / Flow / Audio, each (N, 25, 1024)),
+  converted once into memory-mapped stores (`jaxsvr.inputs.tbn`); pickle opt-in likewise.
+
+`temporal="mean"` (the model's input is a clip vector: MME, JPoSE, HGR as published)
+looks for `{split}_mean.npy` first and averages per-segment features over T (chunk by
+chunk, said in the log); `"segments"` keeps [N, T, D] as stored.
 
 The public pickle layout, as the baseline code reads it
 (mwray/Joint-Part-of-Speech-Embeddings, src/datasets/mmen_dataset.py:
@@ -33,21 +39,23 @@ whole).
 
 from __future__ import annotations
 
-import pickle
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from jaxsvr.errors import InputError
-from jaxsvr.files import arrays
+from jaxsvr.files import arrays, pickles
 from jaxsvr.files.locations import locate
+from jaxsvr.inputs import tbn
 
 FEATURES_CONFIG_KEY = "--config.data.features"
 ALLOW_PICKLE_FLAG = "--config.data.allow_pickle=True"
 DEFAULT_NPZ_KEY = "features"
 PICKLE_MODALITIES = ("RGB", "Flow", "Audio")  # concatenation order of the public release
 _CHECK_CHUNK_BYTES = 4 << 20  # rows per finiteness check: about 4 MB at a time
+TEMPORAL = ("mean", "segments")  # what a model reads of per-segment features
 
 
 def public_pickle_name(split: str) -> str:
@@ -91,7 +99,7 @@ def load_features(
                 f"{path}: refusing to unpickle features, as loading a pickle runs code from "
                 f"the file; if the file is trusted set {ALLOW_PICKLE_FLAG}, or save it as .npy"
             )
-        array = _from_pickled(_unpickle(path), path, key)
+        array = _from_pickled(pickles.load(path), path, key)
     else:
         raise InputError(
             f"{path}: unsupported features file type '{path.suffix}': use .npy, .npz, or a "
@@ -107,36 +115,73 @@ def find_split_features(
     rows: int,
     allow_pickle: bool = False,
     config_key: str = FEATURES_CONFIG_KEY,
+    temporal: str = "segments",
+    cache: str = "",
 ) -> np.ndarray:
     """Finds and loads the features of `split` in a features folder.
 
-    Looks for `{split}.npy`, `{split}.npz`, then the public pickle
-    `EPIC_100_retrieval_{split}_features_mean.pkl`, and loads the first that exists.
+    Looks for (`temporal="mean"`: `{split}_mean.npy`, then) `{split}.npy`, `{split}.npz`,
+    the public mean pickle `EPIC_100_retrieval_{split}_features_mean.pkl`, then the TBN
+    per-segment pickle `{split}.pkl`, and loads the first that exists.
 
     Args:
       folder: the features folder.
       split: split name, e.g. `train` or `test`.
       rows: number of annotation rows of the split.
-      allow_pickle: permit loading the public pickle (it runs code from the file).
+      allow_pickle: permit loading the public pickles (they run code from the file).
       config_key: the config flag that sets `folder`, named in errors.
+      temporal: "mean" averages per-segment features over T; "segments" keeps them.
+      cache: where a `{split}.pkl` is converted on first use ("" = `tbn.default_cache()`).
 
     Returns:
       float32 array [rows, D] or [rows, T, D] (see `load_features`).
     """
+    if temporal not in TEMPORAL:
+        raise ValueError(f"temporal must be one of {TEMPORAL}, got {temporal!r}")
     folder = locate(folder)
     if not folder.is_dir():
         state = "is a file, not a folder" if folder.exists() else "not found"
         raise InputError(f"features folder {folder} {state}: set {config_key} to the folder")
-    names = (f"{split}.npy", f"{split}.npz", public_pickle_name(split))
+    names = (f"{split}.npy", f"{split}.npz", public_pickle_name(split), f"{split}.pkl")
+    if temporal == "mean":
+        names = (tbn.store_names(split)[1], *names)
     for name in names:
-        if (folder / name).is_file():
-            return load_features(
-                folder / name, rows=rows, allow_pickle=allow_pickle, config_key=config_key
-            )
+        path = folder / name
+        if not path.is_file():
+            continue
+        if name == f"{split}.pkl":
+            if not allow_pickle:
+                raise InputError(
+                    f"{path}: refusing to unpickle features, as loading a pickle runs code "
+                    f"from the file; if the file is trusted set {ALLOW_PICKLE_FLAG}"
+                )
+            segments, mean = tbn.cached(path, cache)
+            path = mean if temporal == "mean" else segments
+        array = load_features(path, rows=rows, allow_pickle=allow_pickle, config_key=config_key)
+        if temporal == "mean" and array.ndim == 3:
+            array = temporal_mean(array, path)
+        return array
     raise InputError(
         f"{folder}: no features for split '{split}' (looked for {', '.join(names)}): "
         f"put one there or point {config_key} at the folder that has it"
     )
+
+
+def temporal_mean(array: np.ndarray, path) -> np.ndarray:
+    """[N, T, D] -> [N, D] float32 mean over T, a chunk of rows at a time (a memory-mapped
+    store is read once, never whole)."""
+    n, t, d = array.shape
+    logging.info(
+        "features: %s averaged over its %d segments (the model reads clip vectors; "
+        "config.data.temporal)",
+        path,
+        t,
+    )
+    out = np.empty((n, d), np.float32)
+    step = max(1, _CHECK_CHUNK_BYTES // max(1, t * d * 4))
+    for i in range(0, n, step):
+        out[i : i + step] = np.mean(array[i : i + step], axis=1, dtype=np.float64)
+    return out
 
 
 def _load_npy(path: Path) -> np.ndarray:
@@ -158,16 +203,6 @@ def _load_npz(path: Path, key: str | None) -> np.ndarray:
                     "or pass its key"
                 )
         return archive.load(key)
-
-
-def _unpickle(path: Path) -> object:
-    try:
-        with path.open("rb") as f:
-            return pickle.load(f)
-    except Exception as e:  # any failure inside a foreign pickle is bad input
-        raise InputError(
-            f"{path}: cannot unpickle ({type(e).__name__}: {_first_line(e)})"
-        ) from None
 
 
 def _from_pickled(obj: object, path: Path, key: str | None) -> np.ndarray:

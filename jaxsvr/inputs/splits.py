@@ -12,11 +12,18 @@ From the run's `Annotations` (`jaxsvr.annotations`) and its test relevance
   (`jaxsvr.inputs.roles`, HGR; from the columns or spaCy likewise) and frozen caption
   features `text_feature` (heads): `{train,test}_text.npy|npz` in the features folder when
   `config.data.features` is set (then required), else synthetic ones from
-  `jaxsvr.inputs.synthetic_text`.
+  `jaxsvr.inputs.synthetic_text`;
+- a public JPoSE data folder as `config.data.features` (`jaxsvr.inputs.jpose_folder`):
+  its mean video features, its frozen caption / verb / noun features for models with
+  `text_input = "features"` (`caption_feature`, `verb_feature`, `noun_feature`), and its
+  relational dicts' triplet classes;
+- per-segment real features [N, T, D] enter as `video_input` says ("mean": averaged over
+  T once at load; "segments": as stored; `jaxsvr.models.video_input`).
 
 Train rows are clips: clip i's video features and its own narration form pair i (a
-multi-caption MSR-VTT video trains with its first caption). Test rows are clips (videos)
-and sentences (texts), with the relevance between them.
+multi-caption MSR-VTT video trains with each of its captions by default,
+`config.data.train_captions`). Test rows are clips (videos) and sentences (texts), with
+the relevance between them.
 """
 
 from __future__ import annotations
@@ -32,12 +39,13 @@ from jaxsvr.annotations.epic100 import Clips
 from jaxsvr.annotations.load import Annotations
 from jaxsvr.errors import InputError
 from jaxsvr.files.locations import locate
-from jaxsvr.inputs import features, roles, synthetic, synthetic_text, text
+from jaxsvr.inputs import features, jpose_folder, roles, synthetic, synthetic_text, text
 from jaxsvr.nlp import words
 
 TOKEN_FIELDS = ("caption", "verb", "noun")  # always built
 ROLE_FIELDS = ("token_node", "node_role", "noun_verb")
 FEATURE_FIELD = "text_feature"
+FROZEN_FIELDS = tuple(jpose_folder.FIELDS)  # a JPoSE folder's frozen text features
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -106,6 +114,7 @@ def build(
     ann: Annotations,
     relevance: np.ndarray,
     fields: tuple[str, ...] = TOKEN_FIELDS,
+    video_input: str = "segments",
 ) -> Splits:
     """The model inputs of both splits from the annotations, as `config.data` says.
 
@@ -114,11 +123,23 @@ def build(
       ann: the run's annotations.
       relevance: [test clips, sentences] float32 test relevance (the relevance stage).
       fields: the text inputs the model reads; token ids are always built.
+      video_input: "mean" or "segments": how real per-segment features enter the model.
     """
-    unknown = set(fields) - {*TOKEN_FIELDS, *ROLE_FIELDS, FEATURE_FIELD}
+    unknown = set(fields) - {*TOKEN_FIELDS, *ROLE_FIELDS, FEATURE_FIELD, *FROZEN_FIELDS}
     if unknown:
         raise ValueError(f"unknown text fields {sorted(unknown)}")
     train_clips, test_clips, test_sents = ann.train, ann.test, ann.sentences
+    folder = jpose_data(data)
+    if folder is not None:  # the triplet classes of the public code
+        train_clips = jpose_folder.relational_classes(
+            folder, train_clips, allow_pickle=data.allow_pickle
+        )
+    elif set(fields) & set(FROZEN_FIELDS):
+        raise InputError(
+            "config.model.text_input = 'features' reads the frozen text features of a public "
+            "JPoSE data folder: point config.data.features at one (video_features/, "
+            "text_features/), or use text_input = 'words'"
+        )
     num_verbs, num_nouns = ann.num_verbs, ann.num_nouns
     train_words = _pos_words(train_clips.narration, train_clips.verb, train_clips.nouns, data)
     sent_rows = ann.sentence_rows()
@@ -143,7 +164,8 @@ def build(
     if video_rows is not None:  # one clip per video: its first row
         video_clips = train_clips.take(np.unique(video_rows, return_index=True)[1])
     train_video, test_video = features.select_modalities(
-        _features(data, video_clips, test_clips, num_verbs, num_nouns), data.modalities
+        _features(data, video_clips, test_clips, num_verbs, num_nouns, video_input),
+        data.modalities,
     )
     rel = relevance
     train_text = {f: text.encode(train_words[f], vocab, lengths[f]) for f in TOKEN_FIELDS}
@@ -158,9 +180,31 @@ def build(
                 data,
             )
         )
-    if FEATURE_FIELD in fields:
+    if FEATURE_FIELD in fields and folder is not None:  # heads: the folder's caption features
+        caption = ("caption_feature",)
+        train_text[FEATURE_FIELD] = jpose_folder.train_text(
+            folder, train_clips, _train_sentences(data), caption, allow_pickle=data.allow_pickle
+        )[caption[0]]
+        test_text[FEATURE_FIELD] = jpose_folder.test_text(
+            folder, len(test_sents), caption, allow_pickle=data.allow_pickle
+        )[caption[0]]
+    elif FEATURE_FIELD in fields:
         train_text[FEATURE_FIELD], test_text[FEATURE_FIELD] = _caption_features(
             data, train_clips, test_clips, test_sents, sent_rows, num_verbs, num_nouns
+        )
+    frozen = tuple(f for f in fields if f in FROZEN_FIELDS)
+    if frozen:
+        train_text.update(
+            jpose_folder.train_text(
+                folder,
+                train_clips,
+                _train_sentences(data),
+                frozen,
+                allow_pickle=data.allow_pickle,
+            )
+        )
+        test_text.update(
+            jpose_folder.test_text(folder, len(test_sents), frozen, allow_pickle=data.allow_pickle)
         )
     train = TrainSplit(train_clips, train_video, train_text, video_rows, ann.train_caption_classes)
     clip_captions = text.encode(
@@ -248,19 +292,51 @@ def _spec(cls, values: ml_collections.ConfigDict, key: str):
         raise InputError(f"{key}: {e}") from None
 
 
-def _real_features(data, what: str, **rows: int) -> tuple[np.ndarray, ...]:
+def jpose_data(data):
+    """The features folder when it is a public JPoSE data folder, else None."""
+    if not data.features:
+        return None
+    folder = locate(data.features)
+    return folder if jpose_folder.is_folder(folder) else None
+
+
+def _train_sentences(data) -> list[str] | None:
+    """The narrations of the annotations' train sentence table, None without one."""
+    if not data.annotations or data.format != "epic100":
+        return None
+    path = locate(data.annotations) / epic100.TRAIN_SENTENCES
+    return list(epic100.read_sentences(path).narration) if path.is_file() else None
+
+
+def _real_features(
+    data, what: str, temporal: str = "segments", **rows: int
+) -> tuple[np.ndarray, ...]:
     """The arrays named by `rows` (file stem -> expected rows) in the features folder."""
     folder = locate(data.features)
     logging.info("%s: real, from %s", what, folder)
     return tuple(
-        features.find_split_features(folder, stem, rows=n, allow_pickle=data.allow_pickle)
+        features.find_split_features(
+            folder,
+            stem,
+            rows=n,
+            allow_pickle=data.allow_pickle,
+            temporal=temporal,
+            cache=data.feature_cache,
+        )
         for stem, n in rows.items()
     )
 
 
-def _features(data, train: Clips, test: Clips, num_verbs: int, num_nouns: int):
+def _features(data, train: Clips, test: Clips, num_verbs: int, num_nouns: int, video_input: str):
+    folder = jpose_data(data)
+    if folder is not None:
+        logging.info("features: the public JPoSE data folder %s", folder)
+        return tuple(
+            jpose_folder.video(folder, split, rows=len(clips), allow_pickle=data.allow_pickle)
+            for split, clips in (("train", train), ("test", test))
+        )
     if data.features:
-        return _real_features(data, "features", train=len(train), test=len(test))
+        return _real_features(data, "features", video_input, train=len(train), test=len(test))
     spec = _spec(synthetic.SyntheticSpec, data.synthetic, "config.data.synthetic")
     if not (num_verbs and num_nouns):  # the features are drawn around class prototypes
         raise InputError(

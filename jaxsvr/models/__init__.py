@@ -22,7 +22,11 @@ Class attributes:
   JPoSE adds its part-of-speech spaces `verb` and `noun`, HGR its `sentence`, `verb` and
   `noun` levels (its `action` is their mean). Losses are applied per level with
   `config.loss.level_weights`.
-- `text_fields`: the text inputs `embed_text` reads.
+- `text_fields`: the text inputs `embed_text` reads (MME and JPoSE: their word fields, or
+  with `text_input = "features"` frozen text features; `text_fields(config)` below).
+- `video_input`: what the model reads of real per-segment features [n, T, D]: `mean` (a
+  clip vector, computed once at load: MME, JPoSE, HGR as published) or `segments`
+  (heads, ConTra); `config.data.temporal` overrides it (`video_input(config)`).
 - `dot_product`: True when every level's embeddings are unit vectors and a score is their
   dot product (MME, JPoSE, heads). Such models also get within-modality triplet terms
   (text-text, video-video), and the evaluator scores them with one matrix product.
@@ -70,6 +74,18 @@ def build(config: ml_collections.ConfigDict, vocab_size: int, video_dim: int, **
         return cls(vocab_size=vocab_size, video_dim=video_dim, **kwargs)
     except TypeError as e:
         raise InputError(f"config.model does not fit model {name!r}: {e}") from None
+
+
+def text_fields(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+    """The text inputs the model of `config.model` reads, before the data sizes are known."""
+    return build(config, vocab_size=1, video_dim=1).text_fields
+
+
+def video_input(config: ml_collections.ConfigDict) -> str:
+    """ "mean" or "segments": how `config.data.temporal` ("auto": the model's own
+    `video_input`) says real per-segment features enter the model."""
+    temporal = config.data.temporal
+    return model_class(config.model.name).video_input if temporal == "auto" else temporal
 
 
 def dot_similarity(video: dict, text: dict, levels: tuple[str, ...]) -> dict[str, jnp.ndarray]:

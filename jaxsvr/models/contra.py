@@ -176,6 +176,7 @@ class Model(DotProductModel):
 
     levels = ("action",)
     text_fields = ("caption",)
+    video_input = "segments"
 
     @property
     def windows(self) -> dict[str, int]:

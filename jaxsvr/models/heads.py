@@ -54,6 +54,7 @@ class Model(DotProductModel):
 
     levels = ("action",)
     text_fields = ("text_feature",)
+    video_input = "segments"  # averaged inside (clip_feature)
 
     def setup(self):
         kw = dict(head=self.head, hidden=self.hidden, dropout=self.dropout)

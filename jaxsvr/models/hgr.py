@@ -166,6 +166,7 @@ class Model(nn.Module):
 
     levels = ("action", "sentence", "verb", "noun")
     text_fields = ("caption", "token_node", "node_role", "noun_verb")
+    video_input = "mean"  # per-segment real features: their temporal mean, as published
     dot_product = False
 
     def setup(self):

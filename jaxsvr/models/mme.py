@@ -4,7 +4,10 @@ Per modality (Miech et al., "Learning a Text-Video Embedding from Incomplete and
 Heterogeneous Data", 2018; as used by JPoSE, Wray et al. ICCV 2019):
   x -> L2-normalise -> Dense(d) -> context gating x * sigmoid(W x + b) -> L2-normalise.
 Text enters as the mean of learned word embeddings over the caption's tokens (padding
-masked). `Model` is MME trained on whole captions: one retrieval space, `action`.
+masked), or, with `text_input = "features"`, as frozen sentence features (the public
+JPoSE data folder's word2vec averages, `caption_feature`: `jaxsvr.inputs.jpose_folder`),
+as the public code trains it. `Model` is MME trained on whole captions: one retrieval
+space, `action`.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxsvr.errors import InputError
 from jaxsvr.models import DotProductModel
 
 EPS = 1e-8
+TEXT_INPUTS = ("words", "features")  # config.model.text_input of MME / JPoSE
 
 
 def clip_feature(video: jnp.ndarray) -> jnp.ndarray:
@@ -89,9 +94,16 @@ class Model(DotProductModel):
     video_dim: int
     embed_dim: int = 256
     word_dim: int = 100
+    text_input: str = "words"  # or "features": frozen caption features
 
     levels = ("action",)
-    text_fields = ("caption",)
+    video_input = "mean"
+    word_fields = ("caption",)
+    feature_fields = ("caption_feature",)
+
+    @property
+    def text_fields(self) -> tuple[str, ...]:
+        return text_fields(self)
 
     def setup(self):
         self.words = BagOfWords(self.vocab_size, self.word_dim, name="words")
@@ -102,4 +114,16 @@ class Model(DotProductModel):
         return {"action": self.video_head(clip_feature(batch["video"]))}
 
     def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
+        if self.text_input == "features":
+            return {"action": self.text_head(batch["caption_feature"])}
         return {"action": self.text_head(self.words(batch["caption"]))}
+
+
+def text_fields(model) -> tuple[str, ...]:
+    """The text inputs of an MME-style model: its word fields (token ids), or with
+    `text_input = "features"` its frozen feature fields."""
+    if model.text_input not in TEXT_INPUTS:
+        raise InputError(
+            f"unknown config.model.text_input {model.text_input!r}: use one of {TEXT_INPUTS}"
+        )
+    return model.feature_fields if model.text_input == "features" else model.word_fields
