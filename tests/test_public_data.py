@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import shutil
 
 import numpy as np
 import public_formats as pf
@@ -163,6 +164,47 @@ def test_jpose_folder_bad_settings_are_one_line(public, change, says):
         pipeline.load_splits(c.data, models.text_fields(c), models.video_input(c))
 
 
+def _repickle(folder, name, change):
+    path = folder / name
+    path.write_bytes(pickle.dumps(change(pickle.loads(path.read_bytes()))))
+
+
+TEXT = "text_features/EPIC_100_retrieval_verb_text_features_{}.pkl"
+
+
+@pytest.mark.parametrize(
+    "name, change, says",
+    [
+        (TEXT.format("train"), lambda x: x[:-1], "rows but the train sentence table has"),
+        (TEXT.format("test"), lambda x: x[:-1], "rows but the test sentence table has"),
+        (TEXT.format("test"), lambda x: x[:, 0], "expected a 2-D real array"),
+        (
+            "relevancy/EPIC_100_retrieval_test_relevancy_mat.pkl",
+            lambda x: x[:, :-1],
+            "60 clips x 58 sentences: use the folder's tables",
+        ),
+        (
+            "relevancy/EPIC_100_retrieval_test_relevancy_mat.pkl",
+            lambda x: x * 2,
+            r"relevance must lie in \[0, 1\]",
+        ),
+        (
+            "relational/EPIC_100_retrieval_noun_relational_dict_train.pkl",
+            lambda x: {**x, "vid2class": dict(list(x["vid2class"].items())[1:])},
+            "vid2class has 119 clips but the train table has 120",
+        ),
+    ],
+)
+def test_public_files_of_other_tables_are_one_line(public, tmp_path, name, change, says):
+    root, frames = public
+    folder = pf.write_jpose_folder(tmp_path / "JPoSE_data", frames)
+    _repickle(folder, name, change)
+    c = _config(root, data__features=str(folder), model__text_input="features")
+    with pytest.raises(InputError, match=says) as e:
+        pipeline.load_splits(c.data, models.text_fields(c), models.video_input(c))
+    assert "\n" not in str(e.value) and str(folder) in str(e.value)
+
+
 @pytest.fixture(scope="module")
 def jpose_run(public):
     """JPoSE trained on the folder's frozen verb / noun features, similarity exported."""
@@ -229,3 +271,14 @@ def test_public_features_train_end_to_end(public, tmp_path, name, folder, text_i
     train.train_and_evaluate(c, tmp_path / "run")
     metrics = json.loads((tmp_path / "run/metrics.json").read_text())
     assert np.isfinite(metrics["ndcg_avg"]) and metrics["ndcg_avg"] > 0.2
+
+
+def test_a_clip_without_its_sentence_is_one_line(public, tmp_path):
+    root, _ = public
+    shutil.copytree(root / "epic", tmp_path / "epic")
+    path = tmp_path / "epic" / epic100.TRAIN_SENTENCES
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:1] + lines[2:]))  # the first sentence gone
+    c = _config(root, data__annotations=str(tmp_path / "epic"), model__text_input="features")
+    with pytest.raises(InputError, match=r"train clip TR00_0 \(.*\) has no sentence in"):
+        pipeline.load_splits(c.data, models.text_fields(c), models.video_input(c))
