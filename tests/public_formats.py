@@ -135,14 +135,21 @@ def relational_dict(df: pd.DataFrame, sentences: pd.DataFrame, column: str) -> d
 
 
 def relevancy(df: pd.DataFrame, sentences: pd.DataFrame) -> np.ndarray:
-    """create_relevancy_files: (verb IoU + noun-set IoU) / 2, by the script's loops."""
-    out = np.zeros((len(df), len(sentences)))
-    for i, (v, ns) in enumerate(zip(df.verb_class, df.all_noun_classes)):
-        for j, (sv, sn) in enumerate(zip(sentences.verb_class, sentences.noun_class)):
-            verb = 1.0 if v == sv else 0.0
-            a, b = frozenset(ns), frozenset(sn)
-            out[i, j] = (verb + len(a & b) / len(a | b)) / 2
-    return out
+    """create_relevancy_files: (verb IoU + noun-set IoU) / 2. As the script does, noun IoU
+    is computed by loops over the unique noun sets of each side and expanded to every
+    (clip, sentence) pair (here by indexing, not its per-pair loop); verbs by equality."""
+    video_sets = list(dict.fromkeys(frozenset(x) for x in df.all_noun_classes))
+    sent_sets = list(dict.fromkeys(frozenset(x) for x in sentences.noun_class))
+    iou = np.zeros((len(video_sets), len(sent_sets)))
+    for i, a in enumerate(video_sets):
+        for j, b in enumerate(sent_sets):
+            iou[i, j] = len(a & b) / len(a | b)
+    v_idx = {s: i for i, s in enumerate(video_sets)}
+    s_idx = {s: i for i, s in enumerate(sent_sets)}
+    rows = np.array([v_idx[frozenset(x)] for x in df.all_noun_classes])
+    cols = np.array([s_idx[frozenset(x)] for x in sentences.noun_class])
+    verb = df.verb_class.to_numpy()[:, None] == sentences.verb_class.to_numpy()[None, :]
+    return (verb.astype(np.float64) + iou[np.ix_(rows, cols)]) / 2
 
 
 def write_jpose_folder(root: Path, frames: dict[str, pd.DataFrame]) -> Path:

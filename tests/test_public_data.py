@@ -8,12 +8,14 @@ equal to the run's metrics, a TBN-pickle run."""
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import pickle
 import shutil
 
 import numpy as np
+import pandas as pd
 import public_formats as pf
 import pytest
 from test_submission import _cli
@@ -24,6 +26,7 @@ from jaxsvr import features as features_cli
 from jaxsvr.annotations import epic100
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import features, tbn
+from jaxsvr.relevance import class_relevance
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +285,27 @@ def test_a_clip_without_its_sentence_is_one_line(public, tmp_path):
     c = _config(root, data__annotations=str(tmp_path / "epic"), model__text_input="features")
     with pytest.raises(InputError, match=r"train clip TR00_0 \(.*\) has no sentence in"):
         pipeline.load_splits(c.data, models.text_fields(c), models.video_input(c))
+
+
+def test_the_public_relevancy_of_the_real_tables_is_jaxsvr_s(epic_dir):
+    """On the real EK-100 test tables, the public script's relevancy matrix (its sentence
+    table rebuilt from the clip CSV and matched to the official sentence file by id) is
+    jaxsvr's class relevance: the difference the log reports is float32 rounding there."""
+    clips_df = pd.read_csv(epic_dir / epic100.TEST_CLIPS, index_col="narration_id")
+    clips_df["all_noun_classes"] = clips_df.all_noun_classes.apply(ast.literal_eval)
+    sents = pf.sentence_df(clips_df).set_index("index")
+    official = pd.read_csv(epic_dir / epic100.TEST_SENTENCES)
+    # the same sentences: the public set's extra rows are in hash order, so match by id
+    assert sorted(sents.index) == sorted(official.narration_id)
+    public = pf.relevancy(clips_df, sents.loc[official.narration_id])
+    clips = epic100.read_clips(epic_dir / epic100.TEST_CLIPS)
+    ours = class_relevance(
+        clips.verb_classes,
+        clips.noun_classes,
+        *(lambda s: (s.verb_classes, s.noun_classes))(
+            epic100.read_sentences(epic_dir / epic100.TEST_SENTENCES, clips)
+        ),
+    )
+    assert public.shape == ours.shape == (9668, 3842)
+    # equal up to float32 rounding (the script computes in float64): at most one ulp
+    np.testing.assert_allclose(public, ours, rtol=0, atol=1e-7)
