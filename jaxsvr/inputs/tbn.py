@@ -20,8 +20,9 @@ find it there. A conversion is written into a temporary folder renamed into plac
 interrupted one leaves nothing a later run could mistake for a store, and two processes
 converting at once end with one complete copy.
 
-Peak memory of a conversion is the unpickled dict (the pickle's size) plus one
-modality's block in flight; each block is released once written.
+Peak memory of a conversion is the unpickled dict (the pickle's size), the mean store
+(an eighth of it at 25 segments) and one 64 MB chunk of rows in flight
+(`benchmarks/tbn_convert.py`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from jaxsvr.files import pickles
 
 MODALITIES = ("RGB", "Flow", "Audio")  # the release's keys, in feature order
 CACHE_ENV = "XDG_CACHE_HOME"
+_CHUNK_BYTES = 64 << 20  # rows written at a time
 
 
 def store_names(stem: str) -> tuple[str, str]:
@@ -113,21 +115,21 @@ def cached(source: Path, cache: str | os.PathLike = "") -> tuple[Path, Path]:
 
 
 def _write_stores(source: Path, segments_path: Path, mean_path: Path) -> None:
+    """Both stores of `source`, written a chunk of rows at a time with plain file writes
+    (written pages stay out of this process's resident set, unlike a memory map)."""
     blocks = _modalities(pickles.load(source), source)
     n, t, _ = blocks[0].shape
-    widths = [b.shape[-1] for b in blocks]
-    segments = np.lib.format.open_memmap(segments_path, "w+", np.float32, (n, t, sum(widths)))
-    mean = np.lib.format.open_memmap(mean_path, "w+", np.float32, (n, sum(widths)))
-    start = 0
-    for i, width in enumerate(widths):
-        block, blocks[i] = blocks[i], None  # released once written
-        segments[:, :, start : start + width] = block
-        mean[:, start : start + width] = np.mean(block, axis=1, dtype=np.float64)
-        start += width
-        del block
-    segments.flush()
-    mean.flush()
-    del segments, mean
+    width = sum(b.shape[-1] for b in blocks)
+    step = max(1, _CHUNK_BYTES // (t * width * 4))
+    mean = np.empty((n, width), np.float32)
+    header = {"descr": "<f4", "fortran_order": False, "shape": (n, t, width)}
+    with segments_path.open("wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        for i in range(0, n, step):
+            chunk = np.concatenate([b[i : i + step] for b in blocks], axis=-1).astype("<f4")
+            f.write(chunk.tobytes())
+            mean[i : i + step] = np.mean(chunk, axis=1, dtype=np.float64)
+    np.save(mean_path, mean)
 
 
 def _modalities(obj: object, source: Path) -> list[np.ndarray]:
