@@ -180,7 +180,7 @@ TEXT = "text_features/EPIC_100_retrieval_verb_text_features_{}.pkl"
     [
         (TEXT.format("train"), lambda x: x[:-1], "rows but the train sentence table has"),
         (TEXT.format("test"), lambda x: x[:-1], "rows but the test sentence table has"),
-        (TEXT.format("test"), lambda x: x[:, 0], "expected a 2-D real array"),
+        (TEXT.format("test"), lambda x: x[:, 0], "expected a 2-D array of real numbers"),
         (
             "relevancy/EPIC_100_retrieval_test_relevancy_mat.pkl",
             lambda x: x[:, :-1],

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
+import numpy as np
+
 from jaxsvr.errors import InputError
 
 
@@ -24,3 +26,18 @@ def load(path: Path) -> object:
         raise InputError(
             f"{path}: cannot unpickle ({type(e).__name__}: {text[0] if text else ''})"
         ) from None
+
+
+def real_array(obj: object, path: Path, what: str, ndim: int) -> np.ndarray:
+    """`obj` (from a pickle) as an `ndim`-D array of real numbers, else an InputError
+    naming `what` in `path`."""
+    try:
+        array = np.asarray(obj)
+    except ValueError:  # ragged lists of rows
+        raise InputError(f"{path}: {what} is not a rectangular array") from None
+    if array.ndim != ndim or array.dtype.kind not in "biuf":
+        raise InputError(
+            f"{path}: {what} is a {array.dtype} array of shape {array.shape}; expected a "
+            f"{ndim}-D array of real numbers"
+        )
+    return array

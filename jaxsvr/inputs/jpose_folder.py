@@ -235,16 +235,7 @@ def _matrix(path: Path, what: str) -> np.ndarray:
     obj = pickles.load(path)
     if isinstance(obj, Mapping) and "features" in obj:
         obj = obj["features"]
-    try:
-        array = np.asarray(obj)
-    except ValueError:
-        raise InputError(f"{path}: {what} are not a rectangular array") from None
-    if array.ndim != 2 or array.dtype.kind not in "biuf":
-        raise InputError(
-            f"{path}: {what} are a {array.dtype} array of shape {array.shape}; expected a "
-            "2-D real array"
-        )
-    return arrays.to_float32(array, path, what)
+    return arrays.to_float32(pickles.real_array(obj, path, what, 2), path, what)
 
 
 def _vid2class(path: Path, clips: Clips) -> list:

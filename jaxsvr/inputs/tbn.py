@@ -146,18 +146,7 @@ def _modalities(obj: object, source: Path) -> list[np.ndarray]:
             f"{source}: no {'/'.join(missing)} in the pickled dict (keys: {keys}); a TBN "
             f"per-segment pickle holds {'/'.join(MODALITIES)}, each (n, segments, 1024)"
         )
-    blocks = []
-    for m in MODALITIES:
-        try:
-            block = np.asarray(obj[m])
-        except ValueError:
-            raise InputError(f"{source}: '{m}' is not a rectangular array") from None
-        if block.ndim != 3 or block.dtype.kind not in "iuf":
-            raise InputError(
-                f"{source}: '{m}' is a {block.dtype} array of shape {block.shape}; expected "
-                "(n, segments, D) real numbers"
-            )
-        blocks.append(block)
+    blocks = [pickles.real_array(obj[m], source, f"'{m}'", 3) for m in MODALITIES]
     heads = {b.shape[:2] for b in blocks}
     if len(heads) != 1:
         shapes = ", ".join(f"{m} {b.shape}" for m, b in zip(MODALITIES, blocks))
