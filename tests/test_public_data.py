@@ -21,7 +21,7 @@ import pytest
 from test_submission import _cli
 from train_runs import config
 
-from jaxsvr import evaluate, models, pipeline, submission, submit, train
+from jaxsvr import evaluate, models, pipeline, retrieve, submission, submit, train
 from jaxsvr import features as features_cli
 from jaxsvr.annotations import epic100
 from jaxsvr.errors import InputError
@@ -309,3 +309,14 @@ def test_the_public_relevancy_of_the_real_tables_is_jaxsvr_s(epic_dir):
     assert public.shape == ours.shape == (9668, 3842)
     # equal up to float32 rounding (the script computes in float64): at most one ulp
     np.testing.assert_allclose(public, ours, rtol=0, atol=1e-7)
+
+
+def test_a_frozen_feature_run_answers_clips_not_free_text(jpose_run, capsys):
+    _, workdir = jpose_run
+    code, _, err = _cli(retrieve, ["--workdir", workdir, "--query", "wash the pan"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "reads frozen text features (verb_feature, noun_feature)" in err
+    code, out, err = _cli(
+        retrieve, ["--workdir", workdir, "--clip", "TE00_3", "--top", "3"], capsys
+    )
+    assert code == 0 and len(out.strip().splitlines()) == 4, err

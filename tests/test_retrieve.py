@@ -89,7 +89,7 @@ def test_free_queries_work_for_models_with_role_graphs_and_windows(runs, model):
 
 
 def test_models_without_a_text_encoder_refuse_free_queries(runs):
-    with pytest.raises(InputError, match="frozen caption features"):
+    with pytest.raises(InputError, match="frozen text features"):
         _searcher(runs["heads"]).clips("cut the onion")
 
 
@@ -155,7 +155,7 @@ def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
         (("--workdir", work, "--query", "zzz"), "no word of the query is in the run's vocabulary"),
         (("--workdir", tmp_path, "--query", "cut"), "has no config.json"),
         (("--workdir", work, "--clip", "nope"), "is not a test clip"),
-        (("--workdir", runs["heads"], "--query", "cut"), "frozen caption features"),
+        (("--workdir", runs["heads"], "--query", "cut"), "frozen text features"),
     ):
         bad = run_retrieve(*args)
         assert bad.returncode == 2 and bad.stdout == ""

@@ -62,10 +62,12 @@ def encode(
       InputError: the model reads frozen caption features, the query has no words, or no
         word of it is in the vocabulary (the message names the words).
     """
-    if FEATURE_FIELD in fields:
+    frozen = [f for f in fields if f == FEATURE_FIELD or f.endswith("_feature")]
+    if frozen:
         raise InputError(
-            "this run's model reads frozen caption features (text_feature), which a free-text "
-            "query does not have: query a run of a model with a text encoder (mme, jpose, hgr, "
+            f"this run's model reads frozen text features ({', '.join(frozen)}), which a "
+            "free-text query does not have: query its test sentences with --clip, or a run "
+            "of a model with a text encoder (mme, jpose with model.text_input=words, hgr, "
             "contra)"
         )
     tokens = words.tokenize(query)
