@@ -16,7 +16,8 @@ Needs only `pip install -e .`, except the `proxy` grid, which parses captions wi
 Ablation grids (issue 20; rows carry their own `--config` flags): `margin` (JPoSE fixed
 margins 0.1-1.5 against the relevance margin, the relevance-margin paper's Fig. 2),
 `modalities` (RGB / RGB+Flow / all feature blocks), `terms` (cross- and within-modal
-pairs, action vs all levels), `ranp_margins` (HGR RANP's dn / dp grid),
+pairs, action vs all levels), `ranp_margins` (HGR RANP's margin grid of the RANP
+supplementary: dn = 0.2, dp in {0.10, 0.15, 0.20, 0.25, 0.30}),
 `contra_neighbours` (ConTra's NEI with K = 1-3 neighbour negatives), `contra_aggregation`
 (the window's centre / mean / max of the encoder's outputs or of its inputs, Table 8),
 `contra_shared` (one context encoder for clips and sentences), `contra_losses` (CML alone,
@@ -77,8 +78,8 @@ GRIDS = {
     ],
     "hgr": [
         ("HGR, hard negatives", "configs/epic_hgr.py:hard"),
-        ("HGR, RAN (tau 0.75)", "configs/epic_hgr.py:ran"),
-        ("HGR, RANP (tau 0.4)", "configs/epic_hgr.py:ranp"),
+        ("HGR, RAN", "configs/epic_hgr.py:ran"),  # tau: the config's default, or --set
+        ("HGR, RANP", "configs/epic_hgr.py:ranp"),
         ("HGR, relevance margin", "configs/epic_hgr.py:relmargin"),
     ],
     "heads": [
@@ -157,13 +158,13 @@ GRIDS = {
         ("Heads, SMS without relax", "configs/epic_sms.py:sms,norelax"),
         ("Heads, SMS, warm-up + cosine to a floor", "configs/epic_sms.py:sms,recipe"),
     ],
-    "ranp_margins": [  # RANP supplementary: the margin grid around dn = dp = 0.2
+    "ranp_margins": [  # RANP supplementary: dn = 0.2, dp from 0.10 to 0.30
         (
-            f"HGR RANP, dn {n} dp {p}",
-            f"configs/epic_hgr.py:ranp --config.loss.ranp.margin_neg={n} "
+            f"HGR RANP, dn 0.2 dp {p}",
+            f"configs/epic_hgr.py:ranp --config.loss.ranp.margin_neg=0.2 "
             f"--config.loss.ranp.margin_pos={p}",
         )
-        for n, p in (("0.1", "0.2"), ("0.2", "0.2"), ("0.4", "0.2"), ("0.2", "0.1"), ("0.2", "0.4"))
+        for p in ("0.10", "0.15", "0.20", "0.25", "0.30")
     ],
 }
 # (metrics.json key, column, scale): nDCG / mAP are fractions, RSum and R@1 percent.

@@ -1,5 +1,5 @@
 """Re-scoring a trained run under every relevance: the protocol of "On Semantic Similarity
-in Video Retrieval" (Wray et al., CVPR 2021, Table 3 and Figs. 6-7).
+in Video Retrieval" (Wray et al., CVPR 2021, Table 3 and the recall bounds of Fig. 5).
 
   python -m jaxsvr.main --config=configs/epic_jpose.py --workdir=DIR --config.job=eval
   python -m jaxsvr.main --config=configs/epic_jpose.py --workdir=DIR --config.job=eval \
@@ -11,8 +11,10 @@ of the run's data and each caption proxy, with S = 1 on own captions (EPIC: ever
 narrated with the sentence), built by `jaxsvr.relevance.split_relevance.test_relevance`
 as the trainer builds its own. Under each: every metric of `jaxsvr.evaluation` (nDCG with
 both gains, mAP, ...) with the recall bounds at `config.eval.rescore.threshold` (the plain
-R@K from each query's best-ranked positive, `*_lower` from its worst), and the same for
-the random baseline (a seeded N(0, 1) similarity, `config.seed`). The matrix is:
+R@K from each query's best-ranked positive, `*_lower` from its worst; positives R >=
+threshold, default 0.5 under every relevance; the paper's Fig. 5 takes SYN > 0.8, i.e.
+`relevances=syn` with a threshold just above 0.8, e.g. 0.8001), and the same for the
+random baseline (a seeded N(0, 1) similarity, `config.seed`). The matrix is:
 
 - a checkpoint of the run in WORKDIR (`config.eval.rescore.checkpoint`: best, latest, auto
   or a step; `jaxsvr.retrieval.TrainedRun`): model and data come from WORKDIR/config.json,

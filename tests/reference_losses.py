@@ -91,7 +91,7 @@ def relevance_margin(sim, rel, *, hard: bool = True) -> float:
     return _hinge_loss(sim, rel, hard, lambda r: 1.0 - r, lambda s, p, r: True)
 
 
-def ran(sim, rel, *, tau: float = 0.75, margin: float = 0.2, hard: bool = True) -> float:
+def ran(sim, rel, *, tau: float = 0.15, margin: float = 0.2, hard: bool = True) -> float:
     """Max-margin hinge whose negatives are the others with ``rel(anchor, other) < tau``."""
     return _hinge_loss(sim, rel, hard, lambda r: margin, lambda s, p, r: r < tau)
 
@@ -105,7 +105,7 @@ def ranp(
     sim,
     rel,
     *,
-    tau: float = 0.4,
+    tau: float = 0.15,
     margin_neg: float = 0.2,
     margin_pos: float = 0.2,
     hard: bool = True,

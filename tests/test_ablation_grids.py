@@ -61,7 +61,7 @@ def test_the_rows_set_their_switches():
     assert cross["pair_weights"] == {"tv": 2.0, "vt": 1.0, "tt": 0.0, "vv": 0.0}
     assert cross["level_weights"]["verb"] == cross["level_weights"]["noun"] == 0.0
     rows = {label: c for label, _, c, _ in _resolved("ranp_margins")}
-    ranp = rows["HGR RANP, dn 0.4 dp 0.2"]["loss"]["ranp"]
-    assert (ranp["margin_neg"], ranp["margin_pos"]) == (0.4, 0.2)
+    ranp = rows["HGR RANP, dn 0.2 dp 0.25"]["loss"]["ranp"]
+    assert (ranp["margin_neg"], ranp["margin_pos"], ranp["tau"]) == (0.2, 0.25, 0.15)
     rows = {label: c for label, _, c, _ in _resolved("modalities")}
     assert rows["JPoSE rel. margin, rgb,flow"]["data"]["modalities"] == "rgb,flow"

@@ -160,6 +160,8 @@ def test_config_variants(name, arg, m_video, m_text):
     assert c.loss.name == "contra" and c.train.batch_size == 512
     assert c.optimizer.name == "adam" and c.optimizer.lr == 1e-4
     assert c.optimizer.schedule == "warmup_linear" and c.eval.positives == "narration"
+    # the paper's 1300-iteration warm-up, not a share of the run
+    assert (c.optimizer.warmup_steps, c.optimizer.warmup_fraction) == (1300, 0.0)
     layers = 2 if name == "epic_contra" else 1
     assert (c.model.video_layers, c.model.video_heads) == (layers, 8 if layers == 2 else 2)
 
@@ -173,11 +175,11 @@ def test_config_errors(tmp_path):
     with pytest.raises(InputError, match="positives"):
         train.train_and_evaluate(c, tmp_path / "run")
     assert not (tmp_path / "run").exists()  # nothing written before the check
-    for overrides, match in [
-        (dict(model__name="hgr"), "dot products"),
-        (dict(sampler__pairing="relevant"), "pairing"),
+    for name, overrides, match in [
+        ("epic_hgr", {}, "dot products"),
+        ("epic_jpose", dict(sampler__pairing="relevant"), "pairing"),
     ]:
-        c = config("epic_jpose", "runlocal", loss__name="contra", **overrides)
+        c = config(name, "runlocal", loss__name="contra", **overrides)
         with pytest.raises(InputError, match=match):
             train.train_and_evaluate(c, tmp_path / "other")
 

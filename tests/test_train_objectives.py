@@ -135,7 +135,9 @@ def test_block_scoring_equals_all_pairs_with_ragged_chunks():
 
 def test_config_variants():
     c = config("epic_hgr", "ranp,tau=0.15")
-    assert c.loss.name == "ranp" and c.loss.ranp.tau == 0.15 and c.loss.ran.tau == 0.75
+    assert c.loss.name == "ranp" and c.loss.ranp.tau == 0.15 and c.loss.ran.tau == 0.15
+    c = config("epic_hgr", "ran,tau=0.4")
+    assert c.loss.ran.tau == 0.4 and c.loss.ranp.tau == 0.15  # the RANP paper's EPIC tau
     assert config("epic_hgr", "all").loss.max_margin.hard is False
     assert config("epic_hgr", "").loss.name == "max_margin"
     assert config("epic_sms", "").loss.name == "sms"

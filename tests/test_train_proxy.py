@@ -159,12 +159,14 @@ def test_jpose_with_proxy_positives(tmp_path):
     assert np.isfinite(m["ndcg_avg"])
 
 
-def test_youcook2_relevance_margin_trains_on_caption_classes(tmp_path):
-    """configs/youcook2_mme.py:margin=relevance: class triplets over caption-derived
-    classes with margins 1 - R below 1 for related negatives, evaluated on that relevance."""
+def test_youcook2_relevance_margin_trains_on_caption_classes(tmp_path, epic_dir):
+    """configs/youcook2_mme.py:margin=relevance: class triplets over classes derived from
+    the captions with EPIC's class CSVs (the relevance-margin paper's YouCook2 setting),
+    margins 1 - R below 1 for related negatives, evaluated on that relevance."""
     from jaxsvr import margin_analysis
 
     c = config("youcook2_mme", "margin=relevance,runlocal")
+    assert c.data.syn_classes == str(epic_dir)  # the default: EPIC's classes, not words
     margins = margin_analysis.triplet_margins(c)["action"]
     assert 0.0 <= margins.min() < 1.0 and margins.max() <= 1.0
     out = train.train_and_evaluate(c, tmp_path)

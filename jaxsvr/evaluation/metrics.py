@@ -18,10 +18,12 @@ and `_avg` is their mean. All keys of the result:
   positive), `geomean_*` (of R@1, R@5, R@10), `rsum` (R@{1,5,10} of both directions);
   positives are items with R >= `threshold` (default 1), so a query may have several.
 - with `bounds=True`, the lower bound of recall at a relevance threshold ("On Semantic
-  Similarity in Video Retrieval", Figs. 6-7: every item with R >= `threshold` a positive):
-  `r1_lower_*`, `r5_lower_*`, `r10_lower_*`, `geomean_lower_*` and `rsum_lower` count a
-  query found at K only when its *worst*-ranked positive is within K; the plain `r*` and
-  `geomean_*` keys, which use the best-ranked positive, are the upper bound.
+  Similarity in Video Retrieval", Wray et al. CVPR 2021, Fig. 5: every item with
+  R >= `threshold` a positive): `r1_lower_*`, `r5_lower_*`, `r10_lower_*`,
+  `geomean_lower_*` and `rsum_lower` count a query found at K only when its *worst*-ranked
+  positive is within K; the plain `r*` and `geomean_*` keys, which use the best-ranked
+  positive, are the upper bound. The paper's positives are SYN relevance > 0.8 (strict);
+  `threshold` is inclusive, so a threshold just above 0.8 (e.g. 0.8001) gives its set.
 - `n_queries_*`, `excluded_{ndcg,map,recall}_*`: queries without a relevant item (none with
   R > 0, none with R = 1, none with R >= threshold) are left out of that metric's mean and
   counted here; a metric with no query left is null, never NaN.

@@ -17,6 +17,9 @@ every violation and divides by B(B - 1). An anchor without a valid negative adds
   Contrastively-trained Video Retrieval Models", Falcon et al. ICMR 2022).
 - `ran`: relevance-aware negatives: j with rel >= tau leaves the negative pool ("Learning
   video retrieval models with relevance-aware online mining", Falcon et al. ICIAP 2022).
+  `tau` defaults to 0.15 for RAN and RANP, the threshold of that paper's headline
+  EPIC-KITCHENS-100 rows (RAN 48.4 / 46.5, RANP 58.8 / 47.2 nDCG / mAP, Table 1); it
+  also reports 0.75 and 0.40, and 0.10 on MSR-VTT.
 - `ranp`: RAN plus relevance-aware positives: the hardest positive p (lowest s_ip among
   j != i with rel >= tau) is pulled above the negatives: relu(margin_pos + s_ij - s_ip),
   reduced like the negative term. Difference from the public code (aranciokov/ranp,
@@ -71,7 +74,7 @@ def ran(
     sim: jnp.ndarray,
     rel: jnp.ndarray,
     *,
-    tau: float = 0.75,
+    tau: float = 0.15,
     margin: float = 0.2,
     hard: bool = True,
 ) -> jnp.ndarray:
@@ -84,7 +87,7 @@ def ranp(
     sim: jnp.ndarray,
     rel: jnp.ndarray,
     *,
-    tau: float = 0.4,
+    tau: float = 0.15,
     margin_neg: float = 0.2,
     margin_pos: float = 0.2,
     hard: bool = True,

@@ -15,7 +15,7 @@ nothing below the top level reads a config.
   the official EK-100 test sentence file repeat narrations under ids of clips narrated
   otherwise, e.g. "wash cooker" as P22_04_144, a "cut slice" clip). A clip with several
   captions (MSR-VTT) aggregates them (`rho`).
-- `semantic_positives`: {j : S(i, j) >= T} over training clips (their first captions),
+- `semantic_positives`: {j : S(i, j) >= T} over the training rows (each row's own caption),
   each clip itself included, as CSR, scored in row chunks (memory chunk x N).
 """
 
