@@ -1,14 +1,17 @@
-"""A run starts cleanly or leaves its workdir as it found it (subprocesses of jaxsvr.main).
+"""A run starts cleanly or leaves its workdir as it found it.
 
-Table: every bad config value, workdir and config file is exit code 2, one `error:` line,
-no traceback, and no change under the test folder (which is also the working directory,
-so an empty `--workdir` writing into the current folder would show). Then the workdir lock
+Table: every bad config value, workdir and config file is one error line and no change
+under the test folder: through `python -m jaxsvr.main` (exit code 2, one `error:` line, no
+traceback; the test folder is the working directory, so an empty `--workdir` writing into
+the current folder would show) for the rows of `SUBPROCESS_ROWS`, in-process (the
+InputError `jaxsvr.main` prints) for the rest. Then the workdir lock
 (a second trainer on a busy workdir), rerunning a finished run (metrics.jsonl unchanged),
 resuming over a damaged metrics.jsonl, and the mode of exported .npy files.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -22,6 +25,7 @@ import numpy as np
 import pytest
 from train_runs import ROOT, cpu_env, jsonl, train_losses
 
+from jaxsvr import configs, train
 from jaxsvr.errors import InputError
 from jaxsvr.workdir import Workdir
 
@@ -148,10 +152,23 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "flags, where, expect", [row[1:] for row in BAD_VALUES], ids=[row[0] for row in BAD_VALUES]
-)
-def test_bad_value_is_one_line_exit_2_and_changes_nothing(tmp_path, flags, where, expect):
+# The command-line contract (exit code 2, one `error:` line, nothing written) on a few rows
+# in subprocesses: workdir problems, a missing config file, a range and a data check; the
+# other rows are the same code path (`check_train` / `check_data` raising InputError before
+# the workdir is touched, `jaxsvr.main` printing it) and run in-process below.
+SUBPROCESS_ROWS = {
+    "batch_size_0",
+    "features_of_two_widths",
+    "missing_config_file",
+    "workdir_empty",
+    "workdir_is_a_file",
+    "workdir_under_a_file",
+    "workdir_not_writable",
+}
+
+
+def _setup(tmp_path, flags, where):
+    """(workdir, config spec, flags) of a BAD_VALUES row, its files made under tmp_path."""
     workdir = tmp_path / "run"
     if where == "existing":
         workdir.mkdir()
@@ -175,6 +192,28 @@ def test_bad_value_is_one_line_exit_2_and_changes_nothing(tmp_path, flags, where
         flags = [f"--config.data.features={feats}"]
     elif flags and flags[0].startswith("CONFIG="):
         config, flags = flags[0].removeprefix("CONFIG="), flags[1:]
+    return workdir, config, flags
+
+
+def _value(text: str):
+    """A flag value as ml_collections reads it: a Python literal, a float (nan, inf), or a
+    string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+@pytest.mark.parametrize(
+    "flags, where, expect",
+    [row[1:] for row in BAD_VALUES if row[0] in SUBPROCESS_ROWS],
+    ids=[row[0] for row in BAD_VALUES if row[0] in SUBPROCESS_ROWS],
+)
+def test_bad_value_is_one_line_exit_2_and_changes_nothing(tmp_path, flags, where, expect):
+    workdir, config, flags = _setup(tmp_path, flags, where)
     before = tree(tmp_path)
 
     line = one_error_line(main(workdir, *flags, config=config, cwd=tmp_path))
@@ -182,6 +221,27 @@ def test_bad_value_is_one_line_exit_2_and_changes_nothing(tmp_path, flags, where
     assert expect in line, line
     assert tree(tmp_path) == before
     assert not Path("/sys/jaxsvr_test_run").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, where, expect",
+    [row[1:] for row in BAD_VALUES if row[0] not in SUBPROCESS_ROWS],
+    ids=[row[0] for row in BAD_VALUES if row[0] not in SUBPROCESS_ROWS],
+)
+def test_bad_value_in_process_is_one_line_and_changes_nothing(tmp_path, flags, where, expect):
+    workdir, config, flags = _setup(tmp_path, flags, where)
+    overrides = {}
+    for flag in flags:
+        key, _, text = flag.removeprefix("--config.").partition("=")
+        overrides[key.replace(".", "__")] = _value(text)
+    before = tree(tmp_path)
+
+    with pytest.raises(InputError) as e:
+        train.train_and_evaluate(configs.from_file(config, **overrides), workdir)
+
+    line = str(e.value)
+    assert "\n" not in line and expect in line, line
+    assert tree(tmp_path) == before
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
