@@ -19,6 +19,13 @@ import numpy as np
 import pytest
 
 jax.config.update("jax_default_matmul_precision", "highest")
+# In-process tests compile with most XLA optimizations off: the suite compiles many tiny
+# programs once each, and unoptimised compiles take about half the time (two trainer test
+# files: 74 s -> 40 s of pytest -n2). Tests compare runs with each other or with NumPy
+# references within float32 rounding, which holds either way; the pinned runlocal metrics
+# compare bit for bit with what users run, so `tests/test_runlocal_pinned.py` turns the
+# optimizations back on (and clears the caches) for its runs.
+jax.config.update("jax_disable_most_optimizations", True)
 
 # One XLA compilation cache per test session, shared by the in-process runs, the training
 # subprocesses they start and the pytest-xdist workers (all through the environment): the

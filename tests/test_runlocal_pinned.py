@@ -40,6 +40,19 @@ from train_runs import config, train_losses
 from jaxsvr import train
 
 PINS = Path(__file__).resolve().parent / "pinned" / "runlocal_metrics.json"
+
+
+@pytest.fixture(autouse=True)
+def optimized():
+    """These runs compile as users' do: XLA's optimizations on (conftest turns most off
+    for the other in-process tests), no program compiled the other way reused."""
+    jax.config.update("jax_disable_most_optimizations", False)
+    jax.clear_caches()
+    yield
+    jax.config.update("jax_disable_most_optimizations", True)
+    jax.clear_caches()
+
+
 WRITE = os.environ.get("JAXSVR_WRITE_PINS") == "1"
 TIMINGS = ("eval_seconds", "host_wait", "steps_per_sec", "train_seconds")  # not pinned
 
