@@ -17,7 +17,7 @@ evaluation is deterministic and comparable):
   (`numpy_engine.query_stats(..., narrow=False)`), the engine before the 32-bit path;
 - `evaluate_cli`: `python -m jaxsvr.evaluate --similarity S.npy --relevance R.npy` end to
   end, interpreter start, imports and loading included (JAX is not imported);
-- `baseline`: the straightforward evaluation of the public code (`ek100_baseline.py`);
+- `baseline`: the straightforward evaluation of the public code (`tests/ek100_baseline.py`);
 - `ranking`: the ranking step alone, video-to-text, one thread, two ways: the engine's
   packed int64 row sort (relevance in the low bits) against a float32 row sort plus a
   `searchsorted` of each row's relevant items (issue 18's idea; the relevant items come
@@ -49,12 +49,13 @@ from pathlib import Path
 from jaxsvr import cli
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the official-style baseline, the tests' oracle
 DEFAULT_EPIC = ROOT.parent / "shared" / "data" / "epic100"
 
 
 def _inputs(epic: Path, tmp: Path):
     import numpy as np
-    from ek100_baseline import tie_free_similarity  # beside this script
+    from ek100_baseline import tie_free_similarity  # tests/
 
     from jaxsvr.annotations import epic100
     from jaxsvr.relevance import class_relevance
@@ -137,7 +138,7 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
         start = time.perf_counter()
         result = evaluate(sim, rel, backend="jax")
     else:  # baseline, baseline_avx2
-        import ek100_baseline  # beside this script
+        import ek100_baseline  # tests/
 
         result = ek100_baseline.evaluate(sim, rel.astype(np.float64))
     out.setdefault("seconds", time.perf_counter() - start)
@@ -269,7 +270,7 @@ def table(report: dict) -> str:
         ("`evaluate` with the packed 64-bit sort only (the engine before)", "packed"),
         ("the same with NumPy's AVX2 code paths", "packed_avx2"),
         ("`python -m jaxsvr.evaluate` end to end (interpreter start, loading)", "evaluate_cli"),
-        ("straightforward NumPy evaluation (`benchmarks/ek100_baseline.py`)", "baseline"),
+        ("straightforward NumPy evaluation (`tests/ek100_baseline.py`)", "baseline"),
         ("the same with NumPy's AVX2 code paths", "baseline_avx2"),
         ("JAX engine on this CPU (jitted, for accelerators)", "jax_cpu"),
         (

@@ -85,8 +85,9 @@ def epic_test_relevance(epic_test) -> np.ndarray:
     )
 
 
-# Test helpers import as top-level modules: the reference implementations from tests/, the
-# official-style baseline and its tie-free inputs (ek100_baseline) from benchmarks/.
+# Test helpers import as top-level modules: the reference implementations and the
+# official-style baseline (ek100_baseline) from tests/, the result grids
+# (train_results) from benchmarks/.
 import sys  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
