@@ -27,7 +27,6 @@ import numpy as np
 from jaxsvr import distributed, optim
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import features
-from jaxsvr.models.mme import TEXT_INPUTS
 from jaxsvr.relevance import proxies
 
 EVAL_POSITIVES = ("class", "narration")  # config.eval.positives
@@ -258,10 +257,6 @@ def _check_loss(loss: ml_collections.ConfigDict) -> None:
 def _check_model(model: ml_collections.ConfigDict) -> None:
     """Model sizes: integers >= 1 (context half-widths `m_*` >= 0), dropout rates in
     [0, 1), other numbers finite and > 0."""
-    if model.get("text_input", "words") not in TEXT_INPUTS:
-        raise InputError(
-            f"unknown config.model.text_input {model.text_input!r}: use one of {TEXT_INPUTS}"
-        )
     for name, value in model.items():
         if name == "name" or isinstance(value, bool | str):
             continue

@@ -180,31 +180,11 @@ def build(
                 data,
             )
         )
-    if FEATURE_FIELD in fields and folder is not None:  # heads: the folder's caption features
-        caption = ("caption_feature",)
-        train_text[FEATURE_FIELD] = jpose_folder.train_text(
-            folder, train_clips, _train_sentences(data), caption, allow_pickle=data.allow_pickle
-        )[caption[0]]
-        test_text[FEATURE_FIELD] = jpose_folder.test_text(
-            folder, len(test_sents), caption, allow_pickle=data.allow_pickle
-        )[caption[0]]
+    if folder is not None:  # frozen text features: MME / JPoSE's, and heads' caption ones
+        _folder_text(data, folder, fields, train_clips, len(test_sents), train_text, test_text)
     elif FEATURE_FIELD in fields:
         train_text[FEATURE_FIELD], test_text[FEATURE_FIELD] = _caption_features(
             data, train_clips, test_clips, test_sents, sent_rows, num_verbs, num_nouns
-        )
-    frozen = tuple(f for f in fields if f in FROZEN_FIELDS)
-    if frozen:
-        train_text.update(
-            jpose_folder.train_text(
-                folder,
-                train_clips,
-                _train_sentences(data),
-                frozen,
-                allow_pickle=data.allow_pickle,
-            )
-        )
-        test_text.update(
-            jpose_folder.test_text(folder, len(test_sents), frozen, allow_pickle=data.allow_pickle)
         )
     train = TrainSplit(train_clips, train_video, train_text, video_rows, ann.train_caption_classes)
     clip_captions = text.encode(
@@ -290,6 +270,23 @@ def _spec(cls, values: ml_collections.ConfigDict, key: str):
         return cls(**values.to_dict())
     except (TypeError, ValueError) as e:
         raise InputError(f"{key}: {e}") from None
+
+
+def _folder_text(data, folder, fields, train_clips, sentences: int, train_text, test_text):
+    """Adds the JPoSE folder's frozen features of `fields` to the text tables: its
+    caption / verb / noun features, and for heads (`text_feature`) its caption ones."""
+    names = {f: f for f in fields if f in FROZEN_FIELDS}
+    if FEATURE_FIELD in fields:
+        names[FEATURE_FIELD] = "caption_feature"
+    if not names:
+        return
+    kinds = tuple(dict.fromkeys(names.values()))
+    train = jpose_folder.train_text(
+        folder, train_clips, _train_sentences(data), kinds, allow_pickle=data.allow_pickle
+    )
+    test = jpose_folder.test_text(folder, sentences, kinds, allow_pickle=data.allow_pickle)
+    train_text.update({f: train[kind] for f, kind in names.items()})
+    test_text.update({f: test[kind] for f, kind in names.items()})
 
 
 def jpose_data(data):
