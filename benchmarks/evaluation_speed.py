@@ -11,7 +11,7 @@ evaluation is deterministic and comparable):
 - `ours`: `jaxsvr.evaluation.evaluate` (NumPy engine), nDCG + mAP + all other metrics in
   both directions; wall time of the call, peak RSS of the process (inputs included);
 - `ours_avx2` (AVX-512 CPUs only): the same with NumPy's AVX2 code paths
-  (NPY_DISABLE_CPU_FEATURES, `jaxsvr.process_tuning`): what a CPU without AVX-512 runs,
+  (NPY_DISABLE_CPU_FEATURES, `jaxsvr.runtime.process_tuning`): what a CPU without AVX-512 runs,
   and what `python -m jaxsvr.evaluate` chooses on AMD Zen 4;
 - `packed`, `packed_avx2`: the same with every block ranked by the packed 64-bit sort
   (`numpy_engine.query_stats(..., narrow=False)`), the engine before the 32-bit path;
@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jaxsvr import cli
+from jaxsvr.runtime import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the official-style baseline, the tests' oracle
@@ -176,7 +176,7 @@ def _child_env(what: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "NPY_DISABLE_CPU_FEATURES"}
     if what.endswith("_avx2"):
         sys.path.insert(0, str(ROOT))
-        from jaxsvr import process_tuning
+        from jaxsvr.runtime import process_tuning
 
         env["NPY_DISABLE_CPU_FEATURES"] = process_tuning._feature_names()
     return env

@@ -8,7 +8,7 @@ Published batch: 64 anchors x 10 triplets x 3 levels (verb, noun, action), 3072-
 features (the EPIC-100 train split with synthetic features when ../shared/data/epic100
 is there, else the built-in data), SGD with momentum.
 
-- `jax`: `jaxsvr.train.train_step` jitted as the trainer jits it (device-resident
+- `jax`: `jaxsvr.train.loop.train_step` jitted as the trainer jits it (device-resident
   features, the step gathers rows), timed per step after compilation; its FLOPs from
   XLA's cost analysis. Each anchor's rows are gathered and embedded per row group, once,
   and only through the branches that group feeds (`jaxsvr.objectives.triplet`).
@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jaxsvr import cli
+from jaxsvr.runtime import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EPIC = ROOT.parent / "shared" / "data" / "epic100"
@@ -51,7 +51,9 @@ def _build(annotations: Path | None):
 
     import jax
 
-    from jaxsvr import configs, input_pipeline, optim, parallel, pipeline, train
+    from jaxsvr import configs
+    from jaxsvr.runtime import parallel
+    from jaxsvr.train import batches, loop, optim, pipeline
 
     config = configs.from_file(str(ROOT / "configs" / "epic_jpose.py"))
     if annotations is not None:
@@ -62,14 +64,14 @@ def _build(annotations: Path | None):
     batch_size = config.train.batch_size
     steps_per_epoch = run.objective.steps_per_epoch(batch_size)
     tx = optim.build(config.optimizer, config.train.num_epochs * steps_per_epoch)
-    state = train.init_state(config, run.model, tx, run, rep)
+    state = loop.init_state(config, run.model, tx, run, rep)
     tables = run.train_inputs.device_tables(rep)
-    source = input_pipeline.BatchSource(
+    source = batches.BatchSource(
         run.objective, run.train_inputs, batch_size, steps_per_epoch, "device"
     )
     step = jax.jit(
         functools.partial(
-            train.train_step,
+            loop.train_step,
             model=run.model,
             tx=tx,
             objective=run.objective,
@@ -84,7 +86,7 @@ def jax_child(annotations: Path | None, steps: int, warmup: int, profile: bool) 
     import jax
     import numpy as np
 
-    from jaxsvr import parallel
+    from jaxsvr.runtime import parallel
 
     step, state, tables, source, mesh = _build(annotations)
     batches = [parallel.global_batch(source(i + 1), mesh) for i in range(warmup + steps)]

@@ -225,7 +225,7 @@ def set_threads(threads: int) -> None:
 
 def _at_least(low: int):
     """An argparse type: a whole number >= low (this script runs where jaxsvr may not be
-    installed, so not `jaxsvr.cli.number`)."""
+    installed, so not `jaxsvr.runtime.cli.number`)."""
 
     def parse(text: str) -> int:
         if not (text.strip().lstrip("-").isdigit() and int(text) >= low):

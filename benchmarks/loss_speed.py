@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsvr import cli, losses
+from jaxsvr import losses
+from jaxsvr.runtime import cli
 
 
 def program(fn, with_rel: bool):

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxsvr import cli
 from jaxsvr.annotations import caption_table, epic100
 from jaxsvr.errors import InputError
 from jaxsvr.nlp import captions, wordnet, words
 from jaxsvr.relevance import meteor, proxies
+from jaxsvr.runtime import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Query latency of `jaxsvr.retrieval` against the 9668 EK-100 test clips (target <= 50 ms
+"""Query latency of `jaxsvr.runs.gallery` against the 9668 EK-100 test clips (target <= 50 ms
 per query once the embeddings are cached).
 
   python benchmarks/retrieve_speed.py [--annotations ../shared/data/epic100] [--model mme]
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxsvr import cli
+from jaxsvr.runtime import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"mme": "configs/epic_mme.py", "jpose": "configs/epic_jpose.py"}
@@ -61,7 +61,7 @@ def main() -> int:
         return 2
     train(args)
 
-    from jaxsvr import retrieval
+    from jaxsvr.runs.gallery import CACHE, Gallery, Retriever, TrainedRun
 
     rows = []
 
@@ -73,15 +73,13 @@ def main() -> int:
 
     run = timed(
         "load the run (config, vocabulary, checkpoint)",
-        lambda: retrieval.TrainedRun.load(args.workdir),
+        lambda: TrainedRun.load(args.workdir),
     )
-    for cached in Path(args.workdir, retrieval.CACHE).glob("*"):
+    for cached in Path(args.workdir, CACHE).glob("*"):
         cached.unlink()
-    timed(
-        "first gallery: rebuild + embed the test split, cache it", lambda: retrieval.Gallery.of(run)
-    )
-    gallery = timed("cached gallery", lambda: retrieval.Gallery.of(run))
-    searcher = retrieval.Retriever(run, gallery)
+    timed("first gallery: rebuild + embed the test split, cache it", lambda: Gallery.of(run))
+    gallery = timed("cached gallery", lambda: Gallery.of(run))
+    searcher = Retriever(run, gallery)
     sentences = gallery.sentences["narration"]
     n_clips = len(gallery.clips["narration_id"])
     timed("first query (compiles the text encoder)", lambda: searcher.clips(sentences[0], 10))

@@ -57,12 +57,12 @@ from pathlib import Path
 import numpy as np
 from nltk.stem import WordNetLemmatizer
 
-from jaxsvr import cli
 from jaxsvr.annotations import caption_table, epic100
 from jaxsvr.errors import InputError
 from jaxsvr.nlp import captions, wordnet, words
 from jaxsvr.nlp.captions import Parsed
 from jaxsvr.relevance import analysis, class_relevance, meteor, proxies
+from jaxsvr.runtime import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTHORS = ("BoW", "PoS", "SYN", "SYNwn", "MET362", "MET364")  # DIR/rel_{name}[_sample].npy

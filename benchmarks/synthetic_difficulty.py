@@ -50,12 +50,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere, package not installed
 
-from jaxsvr import cli  # noqa: E402
 from jaxsvr.annotations import epic100  # noqa: E402
 from jaxsvr.annotations.class_sets import ClassSets  # noqa: E402
 from jaxsvr.evaluation import evaluate  # noqa: E402
 from jaxsvr.inputs.synthetic import SyntheticSpec, clip_features  # noqa: E402
 from jaxsvr.relevance import class_relevance  # noqa: E402
+from jaxsvr.runtime import cli  # noqa: E402
 
 DEFAULT_EPIC = ROOT.parent / "shared" / "data" / "epic100"
 

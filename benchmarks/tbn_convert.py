@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxsvr import cli
+from jaxsvr.runtime import cli
 
 STEPS = {
     "unpickle (every run, unconverted)": "import pickle; d = pickle.load(open('{pkl}', 'rb'))",

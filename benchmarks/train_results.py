@@ -59,7 +59,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jaxsvr import cli
+from jaxsvr.runtime import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 JPOSE = "configs/epic_jpose.py"

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jaxsvr import cli
+from jaxsvr.runtime import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,8 +67,9 @@ def host_gather_profile(annotations: str, config: str, rows: int, repeats: int) 
     import jax
     import numpy as np
 
-    from jaxsvr import parallel, pipeline
     from jaxsvr.inputs import model_inputs
+    from jaxsvr.runtime import parallel
+    from jaxsvr.train import pipeline
 
     path, _, arg = config.partition(":")
     spec = importlib.util.spec_from_file_location("config", ROOT / path)

@@ -12,7 +12,7 @@ it without a formula), and `recipe`, the training recipe of its ensemble members
 (linear warm-up over the first 5% of steps, then cosine decay to a floor of lr / 100;
 `optimizer.schedule=warmup_cosine`, `optimizer.final_lr`), combined with
 `--config.train.init_from=RUN` to start a member from another run's parameters
-(`jaxsvr.warm_start`). The recipe's numbers are ours, scaled to these heads' 20 epochs:
+(`jaxsvr.train.warm_start`). The recipe's numbers are ours, scaled to these heads' 20 epochs:
 the report fine-tunes AVION end to end. Each video is paired with a caption drawn
 among those with relevance > 0.1 (EgoVLP / AVION sampling), so a pair's own relevance can
 be below 1, which the adaptive and SMS losses use.

@@ -3,7 +3,7 @@
 `configs/*.py` hold one experiment family each (`get_config(arg)`); they start from
 `base()` and pick variants with `variants(arg, allowed)`, e.g.
 `--config=configs/epic_jpose.py:margin=relevance,runlocal`. Every key a run can take exists
-here, so a mistyped override fails at once (the configs are locked); `jaxsvr.config_checks`
+here, so a mistyped override fails at once (the configs are locked); `jaxsvr.train.checks`
 holds the accepted range of every number, checked before a run loads data.
 """
 
@@ -52,9 +52,10 @@ def one_of(v: dict[str, str], names, default: str) -> str:
 def base() -> ml_collections.ConfigDict:
     """Defaults shared by every training config (published JPoSE/MME settings)."""
     c = ml_collections.ConfigDict()
-    c.job = "train"  # train | eval (jaxsvr.rescore: a run under every relevance) | eval_demo
+    # train | rescore (jaxsvr.runs.rescore: a run under every relevance) | eval_demo
+    c.job = "train"
     c.seed = 0
-    # float32 matmul precision of the jitted programs (jaxsvr.precision): "default" = the
+    # float32 matmul precision of the jitted programs (jaxsvr.runtime.precision): "default" = the
     # backend's (TensorFloat-32 on recent GPUs), "highest" = float32 on every backend
     c.matmul_precision = "default"
 
@@ -193,7 +194,7 @@ def base() -> ml_collections.ConfigDict:
     e.text_chunk = 512  # sentences per similarity block (models without dot-product scores)
     e.export_similarity = False  # write test_similarity.npy + test_relevance.npy at the end
     e.oracle_noise = (0.1, 0.3, 1.0)  # eval_demo job only
-    # job=eval (jaxsvr.rescore): a run's test similarity under every relevance
+    # job=rescore (jaxsvr.runs.rescore): a run's test similarity under every relevance
     e.rescore = ml_collections.ConfigDict()
     e.rescore.relevances = "class,bow,pos,syn,met"  # comma-separated
     e.rescore.threshold = 0.5  # positives of the recall bounds: relevance >= it
@@ -209,7 +210,7 @@ def base() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict()
     c.mesh.data = -1  # devices on the data axis; -1 = all
     # "auto": join jax.distributed when launched as several processes (launch/local.py,
-    # SLURM, a TPU VM slice; jaxsvr.distributed), else one process; "off": one process
+    # SLURM, a TPU VM slice; jaxsvr.runtime.distributed), else one process; "off": one process
     c.distributed = "auto"
     return c
 

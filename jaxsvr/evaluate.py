@@ -14,7 +14,7 @@ as float32. Bad input (missing, empty or corrupt file, an .npz or a complex / st
 structured array, shape mismatch, NaN or inf, values beyond the float32 range, relevance
 outside [0, 1]): one line on stderr and exit code 2.
 
-`--submission` scores an EK-100 challenge file (`jaxsvr.submission`; written by
+`--submission` scores an EK-100 challenge file (`jaxsvr.evaluation.submission`; written by
 `python -m jaxsvr.submit`, or the public JPoSE script): its rows and columns are matched
 to the test tables by id, so a file in another order scores the same; a missing, repeated
 or foreign id, a wrong shape, a non-finite entry or another `challenge` is one line. The
@@ -27,7 +27,7 @@ official relevancy matrix; `--relevance` may be that matrix's public pickle,
 CUDA/ROCm plugin, libtpu), and uses it when JAX then finds that accelerator; otherwise the
 NumPy engine runs and JAX is never imported (~0.5 s saved). Inputs are memory-mapped.
 The process keeps freed memory for reuse and, on AMD Zen 4 CPUs, uses NumPy's AVX2 sort
-(`jaxsvr.process_tuning`: together ~2x faster there).
+(`jaxsvr.runtime.process_tuning`: together ~2x faster there).
 """
 
 from __future__ import annotations
@@ -36,17 +36,17 @@ import argparse
 import sys
 import time
 
-from jaxsvr import process_tuning
+from jaxsvr.runtime import process_tuning
 
-if __name__ == "__main__":  # the command line owns its process: jaxsvr.process_tuning
+if __name__ == "__main__":  # the command line owns its process: jaxsvr.runtime.process_tuning
     process_tuning.prefer_avx2_sort()  # on AMD Zen 4; before NumPy is first imported (below)
 
 import numpy as np  # noqa: E402
 
-from jaxsvr import cli  # noqa: E402
 from jaxsvr.errors import InputError  # noqa: E402
 from jaxsvr.evaluation import metrics  # noqa: E402
 from jaxsvr.files import json_text  # noqa: E402
+from jaxsvr.runtime import cli  # noqa: E402
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -146,8 +146,8 @@ def _similarities(args) -> tuple[np.ndarray, np.ndarray]:
 def _submission(args) -> tuple[np.ndarray, np.ndarray]:
     """The challenge file's similarity in the order of --clips / --sentences (matched by
     id), and --relevance or the tables' class relevance."""
-    from jaxsvr import submission
     from jaxsvr.annotations import epic100
+    from jaxsvr.evaluation import submission
     from jaxsvr.relevance import class_relevance
 
     if not (args.clips and args.sentences):

@@ -17,9 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from jaxsvr import cli
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import tbn
+from jaxsvr.runtime import cli
 
 
 def _parser() -> argparse.ArgumentParser:

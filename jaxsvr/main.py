@@ -2,16 +2,17 @@
 
 The config (a Python file with `get_config(arg)`, locked so a mistyped key fails at once)
 names the job; overrides like `--config.data.annotations=../shared/data/epic100` change it.
-Jobs: `train` (`jaxsvr.train.train_and_evaluate`: train, evaluate, checkpoint; rerunning
-the command resumes from WORKDIR), `eval` (`jaxsvr.rescore`: a trained run's test
-similarity under the class relevance and every caption proxy, with the random baseline)
-and `eval_demo` (evaluation on reference similarities).
+Jobs: `train` (`jaxsvr.train.loop.train_and_evaluate`: train, evaluate, checkpoint; rerunning
+the command resumes from WORKDIR), `rescore` (`jaxsvr.runs.rescore`: a trained run's test
+similarity under the class relevance and every caption proxy, with the random baseline;
+`eval`, its former name, still runs it and says so once) and `eval_demo` (evaluation on
+reference similarities).
 
 Exit codes (docs/failures.md): 0 done; 1 the training diverged (non-finite loss; the
 step is named); 2 bad input, found before anything was written (one line: missing or
 broken config file, unknown config key or variant, a value out of range, an unusable or
 busy workdir, missing file, features that disagree with the annotations or each other,
-non-finite features). In a run of several processes (`jaxsvr.distributed`) a failing
+non-finite features). In a run of several processes (`jaxsvr.runtime.distributed`) a failing
 process exits at once with its code (1 for an unexpected error, its traceback logged)
 instead of waiting for the others in the shutdown barrier; its launcher stops them.
 """
@@ -31,7 +32,8 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string("workdir", None, "Folder for metrics, config.json, checkpoints.")
 flags.mark_flags_as_required(["config", "workdir"])
 
-JOBS = ("train", "eval", "eval_demo")
+JOBS = ("train", "rescore", "eval_demo")
+JOB_ALIASES = {"eval": "rescore"}  # former names, still accepted
 EXIT_DIVERGED, EXIT_BAD_INPUT = 1, 2
 EXIT_FAILED = 1  # an unexpected error in a multi-process run (its traceback is logged)
 
@@ -40,30 +42,33 @@ def main(argv: list[str]) -> None:
     logging.getLogger().setLevel(logging.INFO)
     for handler in logging.getLogger().handlers:
         handler.addFilter(_quiet_libraries)
-    from jaxsvr import distributed, workdir
     from jaxsvr.errors import InputError
-    from jaxsvr.train import TrainingDiverged
+    from jaxsvr.runtime import distributed, workdir
+    from jaxsvr.train.loop import TrainingDiverged
 
     config = _CONFIG.value
     logging.info(
         "jaxsvr %s: config %s, workdir %s", config.job, _config_arg(sys.argv), _WORKDIR.value
     )
+    job = JOB_ALIASES.get(config.job, config.job)
+    if job != config.job:
+        logging.warning("config.job=%s is now called %s: runs it", config.job, job)
     joined = None
     try:
         joined = distributed.join(config.distributed)
         workdir.check(_WORKDIR.value)
-        if config.job == "train":
-            from jaxsvr import train
+        if job == "train":
+            from jaxsvr.train import loop
 
-            train.train_and_evaluate(config, _WORKDIR.value)
-        elif config.job == "eval":
-            from jaxsvr import rescore
+            loop.train_and_evaluate(config, _WORKDIR.value)
+        elif job == "rescore":
+            from jaxsvr.runs import rescore
 
             rescore.run(config, _WORKDIR.value)
-        elif config.job == "eval_demo":
-            from jaxsvr import eval_demo
+        elif job == "eval_demo":
+            from jaxsvr.evaluation import demo
 
-            eval_demo.run(config, _WORKDIR.value)
+            demo.run(config, _WORKDIR.value)
         else:
             raise InputError(f"unknown job {config.job!r} in config.job: use one of {JOBS}")
     except (InputError, FileNotFoundError) as e:

@@ -32,10 +32,10 @@ import sys
 
 import numpy as np
 
-from jaxsvr import cli
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
-from jaxsvr.workdir import atomic_write
+from jaxsvr.runtime import cli
+from jaxsvr.runtime.workdir import atomic_write
 
 DEFAULT_METRICS = ("ndcg_avg", "map_avg")
 PERCENT = ("ndcg", "map")  # metrics in [0, 1], drawn x100 like every table of the docs

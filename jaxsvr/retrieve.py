@@ -8,11 +8,11 @@ Prints the top K test clips for the query (rank, score, narration_id, video_id, 
 stop in seconds, narration), or with `--clip` the top K test sentences for that clip;
 `--json` prints a JSON list of objects instead, best first. The first query of a
 checkpoint embeds the run's test split and caches it in DIR/retrieval/ (see
-`jaxsvr.retrieval`); later ones read the cache. Query words outside the run's vocabulary
+`jaxsvr.runs.gallery`); later ones read the cache. Query words outside the run's vocabulary
 are listed on stderr (they read as `<unk>`); a query with no known word, a model without a
 text encoder (projection heads over frozen caption features), a missing run or checkpoint,
 damaged run files or a config.json of another model than the checkpoint's (see
-`jaxsvr.trained_run`, `jaxsvr.retrieval.rebuild`), a --top below 1 is one `error:` line and
+`jaxsvr.runs.trained_run`, `jaxsvr.runs.gallery.rebuild`), a --top below 1 is one `error:` line and
 exit code 2. A damaged cache is rebuilt with one warning. `--json` is strict JSON
 (`jaxsvr.files.json_text`; the scores are checked finite before, so none is null).
 """
@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 import sys
 
-from jaxsvr import cli
 from jaxsvr.files import json_text
+from jaxsvr.runtime import cli
 
 CLIP_COLUMNS = ("rank", "score", "narration_id", "video_id", "start_s", "stop_s", "narration")
 SENTENCE_COLUMNS = ("rank", "score", "narration_id", "narration")
@@ -52,14 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     cli.log_to_stderr(args.verbose)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from jaxsvr import retrieval
+    from jaxsvr.errors import InputError
+    from jaxsvr.runs.gallery import Gallery, Retriever, TrainedRun
 
-    run = retrieval.TrainedRun.load(args.workdir, args.checkpoint)
-    searcher = retrieval.Retriever(run, retrieval.Gallery.of(run))
+    run = TrainedRun.load(args.workdir, args.checkpoint)
+    searcher = Retriever(run, Gallery.of(run))
     gallery = searcher.gallery
     if args.query is not None:
         if args.query.strip() == "":
-            raise retrieval.InputError("--query is empty: give some words")
+            raise InputError("--query is empty: give some words")
         hits, unknown = searcher.clips(args.query, args.top)
         if unknown:
             print(f"unknown words (read as <unk>): {', '.join(unknown)}", file=sys.stderr)

@@ -4,7 +4,7 @@
   python -m jaxsvr.submit --similarity A.npy [B.npy ...] --clips TEST.csv \\
       --sentences TEST_SENTENCE.csv --out FILE.pkl
 
-Writes the challenge pickle (`jaxsvr.submission`: the JPoSE script's dict, protocol 4,
+Writes the challenge pickle (`jaxsvr.evaluation.submission`: the JPoSE script's dict, protocol 4,
 readable by `pd.read_pickle`) of a trained run's test similarity, or of exported
 similarity matrices (one, or the average of several: an ensemble) whose rows and columns
 follow the test clip and sentence tables given (e.g. the official
@@ -27,9 +27,10 @@ import sys
 
 import numpy as np
 
-from jaxsvr import cli, submission
 from jaxsvr.annotations import epic100
 from jaxsvr.errors import InputError
+from jaxsvr.evaluation import submission
+from jaxsvr.runtime import cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -105,9 +106,9 @@ def average(paths: list[str], shape: tuple[int, int]) -> np.ndarray:
 def run_similarity(workdir, checkpoint: str) -> tuple[np.ndarray, list[str], list[str]]:
     """The test similarity [clips, sentences] of a checkpoint of the run in `workdir`, with
     the ids of the test clips and sentences."""
-    from jaxsvr import retrieval
+    from jaxsvr.runs.gallery import TrainedRun, test_similarity
 
-    sim, splits = retrieval.test_similarity(retrieval.TrainedRun.load(workdir, checkpoint))
+    sim, splits = test_similarity(TrainedRun.load(workdir, checkpoint))
     test = splits.test
     vis_ids = list(test.clips.narration_id)
     txt_ids = [test.clips.narration_id[r] for r in test.sentence_rows]

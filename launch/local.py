@@ -5,7 +5,7 @@
 
 starts `python -m jaxsvr.main <arguments>` N times, each with K fake CPU devices
 (`XLA_FLAGS=--xla_force_host_platform_device_count=K`, `JAX_PLATFORMS=cpu`) and the
-variables `jaxsvr.distributed` joins by (`JAXSVR_COORDINATOR` = 127.0.0.1 and a free port,
+variables `jaxsvr.runtime.distributed` joins by (`JAXSVR_COORDINATOR` = 127.0.0.1 and a free port,
 `JAXSVR_NUM_PROCESSES`, `JAXSVR_PROCESS_ID`, `JAXSVR_INIT_TIMEOUT`). It is the multi-host
 code path on one machine: the processes split every batch, all-reduce gradients through
 gloo, and write one checkpoint together.
@@ -217,7 +217,7 @@ def _stop_all(procs: list[Process], grace: float, watch_w: int) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with its errors as one `error: ...` line and exit code 2 (as jaxsvr.cli's:
+    """argparse with its errors as one `error: ...` line and exit code 2 (as jaxsvr.runtime.cli's:
     this script imports nothing of jaxsvr)."""
 
     def error(self, message: str):

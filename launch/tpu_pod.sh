@@ -12,7 +12,7 @@
 # 3. copies each --data DIR to the same path under ~/jaxsvr on every worker (data in a
 #    gs:// bucket needs no copy: every worker reads it);
 # 4. runs `python -m jaxsvr.main <arguments>` on all workers at once (--worker=all):
-#    jaxsvr.distributed finds the slice's workers and joins them (config.distributed=auto).
+#    jaxsvr.runtime.distributed finds the slice's workers and joins them (config.distributed=auto).
 #
 # The workdir must be one every worker can see (a gs:// bucket) for checkpoints.
 # --dry-run prints the commands, one per line, and runs none. Needs: gcloud, git.

@@ -5,9 +5,8 @@ unless they are the same run."""
 import pytest
 import train_results as grids
 
-from jaxsvr import config_checks
+from jaxsvr.train import checks
 
-# ml_collections' config-file flag loads the config module with importlib's load_module
 pytestmark = pytest.mark.filterwarnings("ignore:the load_module:DeprecationWarning")
 
 
@@ -47,7 +46,7 @@ def test_every_ablation_row_is_a_valid_distinct_config(grid):
 
     seen = {}
     for label, spec, config, args in _resolved(grid):
-        config_checks.check_train(ml_collections.ConfigDict(config))
+        checks.check_train(ml_collections.ConfigDict(config))
         seen.setdefault(grids.workdir_for(spec, 0, args, config).name, label)
     assert len(seen) == len(grids.GRIDS[grid])
 

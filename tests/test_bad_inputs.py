@@ -397,7 +397,7 @@ CASES = [
         "main-eval-job-1d-similarity",
         {"s.npy": npy(np.zeros(3, np.float32))},
         ("config.eval.rescore.similarity", "s.npy is 1-D [3]", "expected a 2-D array"),
-        "--config.job=eval",
+        "--config.job=rescore",
         "--config.eval.rescore.similarity={d}/s.npy",
     ),
     mn("main-workdir-unusable-file", {"work/unusable": "x"}, ("unusable is a file",)),

@@ -20,11 +20,11 @@ from bad_input_files import (
     tree,
 )
 
-from jaxsvr import cli
 from jaxsvr.annotations import activitynet, caption_table, epic100, msrvtt, youcook2
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import features, text
 from jaxsvr.relevance import __main__ as relevance_cli
+from jaxsvr.runtime import cli
 
 # --- reader cases (in-process): each call must raise a one-line InputError ---------------
 

@@ -26,8 +26,8 @@ import orbax.checkpoint as ocp
 import pytest
 from train_runs import ROOT, cpu_env, final, main_command, run_main, train_losses
 
-from jaxsvr import checkpoint_noise
-from jaxsvr.checkpoint import all_finite
+from jaxsvr.checkpoints import reads
+from jaxsvr.checkpoints.manager import all_finite
 
 TIMINGS = {"eval_seconds", "train_seconds", "train_steps", "steps_per_sec", "host_wait"}
 
@@ -299,7 +299,7 @@ def test_reads_that_finish_leave_nothing_to_report(caplog):
 
     POSTED_TO_CLOSED.clear()
     caplog.clear()
-    with checkpoint_noise.reads_that_finish():
+    with reads.reads_that_finish():
         _orbax_like_restore()  # the reads finish after the failure, in their own time
     gc.collect()
     assert POSTED_TO_CLOSED == []
@@ -320,8 +320,8 @@ ENTRY_POINTS = {
         "--query",
         "take plate",
     ],
-    "eval job": lambda w, o: main_command(
-        w, "--config.job=eval", "--config.eval.rescore.relevances=class"
+    "rescore job": lambda w, o: main_command(
+        w, "--config.job=rescore", "--config.eval.rescore.relevances=class"
     ),
     "train.init_from": lambda w, o: main_command(o, f"--config.train.init_from={w}"),
 }

@@ -114,7 +114,7 @@ def test_evaluate_cli_errors(tmp_path, capsys, sim, rel, match):
     if rel is not None:
         np.save(tmp_path / "r.npy", rel)
     argv = ["--similarity", str(tmp_path / "s.npy"), "--relevance", str(tmp_path / "r.npy")]
-    from jaxsvr import cli
+    from jaxsvr.runtime import cli
 
     assert cli.run(evaluate_cli.main, argv + ["--backend", "numpy"]) == 2
     err = capsys.readouterr().err
@@ -133,7 +133,7 @@ def test_evaluate_cli_exit_code_in_subprocess(tmp_path):
 
 def test_cli_outputs_get_the_usual_file_mode(tmp_path):
     """Files a CLI writes get 0666 minus the umask, as `open()` gives (not mkstemp's 0600)."""
-    from jaxsvr import cli
+    from jaxsvr.runtime import cli
 
     script = (
         "import os, numpy as np; from jaxsvr import cli; os.umask(0o027); "

@@ -1,14 +1,15 @@
 """Every numeric flag of every command line (issue 28, class E): NaN, infinities, values
 out of range and non-numbers are one `error:` line naming the flag, exit code 2, before
-anything is read or written (`jaxsvr.cli.number`). `launch/local.py`'s flags:
+anything is read or written (`jaxsvr.runtime.cli.number`). `launch/local.py`'s flags:
 `test_launchers.py`."""
 
 from __future__ import annotations
 
 import pytest
 
-from jaxsvr import cli, evaluate, retrieve
+from jaxsvr import evaluate, retrieve
 from jaxsvr.relevance import __main__ as relevance_cli
+from jaxsvr.runtime import cli
 
 # command, the other arguments (files that need not exist: nothing is read), flag, bad values
 FLAGS = [

@@ -5,7 +5,7 @@ joined by `jax.distributed` (coordinator on 127.0.0.1, gloo collectives, fake CP
 JPoSE triplets and a batch loss (SMS); a checkpoint written by 2 processes resumes in 1 and
 the other way round; SIGKILL of one process ends the launcher non-zero at once and a rerun
 resumes to the uninterrupted run's metrics; a failing process ends the launcher with its
-error line. Then the environment detection of `jaxsvr.distributed` and the launcher's
+error line. Then the environment detection of `jaxsvr.runtime.distributed` and the launcher's
 argument errors, without processes.
 """
 
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from train_runs import ROOT, final, jsonl, run_main, train_losses
 
-from jaxsvr import distributed
 from jaxsvr.errors import InputError
+from jaxsvr.runtime import distributed
 
 LAUNCH = ROOT / "launch" / "local.py"
 JPOSE = "configs/epic_jpose.py:runlocal"  # 28 steps, checkpoints every 5 (kept: 2)

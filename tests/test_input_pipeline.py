@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from train_runs import config
 
-from jaxsvr import input_pipeline, pipeline
+from jaxsvr.train import batches, pipeline
 
 
 @pytest.mark.parametrize("gather", ["device", "host"])
@@ -18,7 +18,7 @@ def test_process_shares_make_the_one_process_batch(name, arg, gather):
     steps = run.objective.steps_per_epoch(batch_size)
 
     def source(process):
-        return input_pipeline.BatchSource(
+        return batches.BatchSource(
             run.objective, run.train_inputs, batch_size, steps, gather, process=process
         )
 

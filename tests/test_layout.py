@@ -8,21 +8,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "jaxsvr"
 
-# rank of each top-level module or folder: an import may only go to an equal or lower rank
+# rank of each folder (and of the top-level modules): an import may only go to an equal or
+# lower rank
 RANKS = {
-    **dict.fromkeys(
-        (
-            "errors",
-            "precision",
-            "cli",
-            "workdir",
-            "files",
-            "parallel",
-            "distributed",
-            "process_tuning",
-        ),
-        0,
-    ),
+    **dict.fromkeys(("errors", "files", "runtime"), 0),
     "nlp": 1,
     "annotations": 2,
     "relevance": 3,
@@ -30,40 +19,15 @@ RANKS = {
     "sampling": 5,
     **dict.fromkeys(("models", "losses"), 6),
     "objectives": 7,
-    **dict.fromkeys(("evaluation", "submission"), 8),
+    "configs": 8,
+    "evaluation": 9,
+    "checkpoints": 10,
+    "train": 11,
+    "runs": 12,
+    "analysis": 13,
+    # the `python -m` commands
     **dict.fromkeys(
-        (
-            "optim",
-            "checkpoint",
-            "checkpoint_noise",
-            "selection",
-            "metric_writers",
-            "train_monitor",
-            "input_pipeline",
-        ),
-        9,
-    ),
-    **dict.fromkeys(("pipeline", "config_checks", "configs", "train_evaluation"), 10),
-    **dict.fromkeys(
-        (
-            "train",
-            "evaluate",
-            "eval_demo",
-            "retrieval",
-            "trained_run",
-            "retrieve",
-            "submit",
-            "features",
-            "rescore",
-            "warm_start",
-            "contra_analysis",
-            "mining_analysis",
-            "margin_analysis",
-            "plot",
-            "main",
-            "__init__",
-        ),
-        11,
+        ("main", "evaluate", "retrieve", "submit", "features", "plot", "__init__"), 14
     ),
 }
 MODULES = sorted(PACKAGE.rglob("*.py"))

@@ -18,8 +18,8 @@ from train_runs import final, jsonl, run_main, train_losses
 from jaxsvr.errors import InputError
 from jaxsvr.files import arrays, locations
 from jaxsvr.inputs import features
-from jaxsvr.metric_writers import MetricWriter
-from jaxsvr.workdir import Workdir, check, write_text
+from jaxsvr.runtime.workdir import Workdir, check, write_text
+from jaxsvr.train.metric_writers import MetricWriter
 
 TIMINGS = {"eval_seconds", "train_seconds", "train_steps", "steps_per_sec", "host_wait"}
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from train_runs import config
 
-from jaxsvr import pipeline
+from jaxsvr.analysis.margin import plot_margins, triplet_margins
 from jaxsvr.errors import InputError
-from jaxsvr.margin_analysis import plot_margins, triplet_margins
+from jaxsvr.train import pipeline
 
 
 def test_relevance_margins_are_one_minus_the_negatives_relevance():

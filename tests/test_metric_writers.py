@@ -1,4 +1,4 @@
-"""Tests for `jaxsvr.metric_writers`: JSON lines, TensorBoard events (tensorboardX), resume.
+"""Tests for `jaxsvr.train.metric_writers`: JSON lines, TensorBoard events (tensorboardX), resume.
 
 The event files are checked twice: by decoding the TFRecord framing here against a bitwise
 crc32c, and by reading them with the real tensorboard loaders, which is what a user will do.
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxsvr.metric_writers import MetricWriter
+from jaxsvr.train.metric_writers import MetricWriter
 
 STEPS = {
     1: {"loss": 2.5, "lr": 1e-3, "epoch": 0},

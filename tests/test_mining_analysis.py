@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from train_runs import config
 
-from jaxsvr import mining_analysis
+from jaxsvr.analysis import mining as mining_analysis
 from jaxsvr.errors import InputError
 from jaxsvr.losses import mining
 

@@ -3,8 +3,9 @@ of the run."""
 
 import pytest
 
-from jaxsvr import configs, optim
+from jaxsvr import configs
 from jaxsvr.errors import InputError
+from jaxsvr.train import optim
 
 
 def schedule(**kw):

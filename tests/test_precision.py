@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsvr import precision
 from jaxsvr.errors import InputError
+from jaxsvr.runtime import precision
 
 
 @pytest.mark.parametrize("name", ["default", "highest", "high", "tensorfloat32"])

@@ -1,4 +1,4 @@
-"""NumPy's AVX2 sort on AMD Zen 4 (`jaxsvr.process_tuning`): which CPUs, and the rules."""
+"""NumPy's AVX2 sort on AMD Zen 4 (`jaxsvr.runtime.process_tuning`): which CPUs, and the rules."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from jaxsvr import process_tuning
+from jaxsvr.runtime import process_tuning
 
 ZEN4 = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -37,7 +37,7 @@ def test_is_zen4(cpuinfo, zen4):
 _PROBE = """
 import os, sys, warnings
 warnings.simplefilter("error")  # an unknown feature name would be an ImportWarning
-from jaxsvr import process_tuning
+from jaxsvr.runtime import process_tuning
 done = process_tuning.prefer_avx2_sort(sys.argv[1])
 import numpy as np
 np.sort(np.arange(10))

@@ -21,12 +21,14 @@ import pytest
 from test_submission import _cli
 from train_runs import config
 
-from jaxsvr import evaluate, models, pipeline, retrieve, submission, submit, train
+from jaxsvr import evaluate, models, retrieve, submit
 from jaxsvr import features as features_cli
 from jaxsvr.annotations import epic100
 from jaxsvr.errors import InputError
+from jaxsvr.evaluation import submission
 from jaxsvr.inputs import features, tbn
 from jaxsvr.relevance import class_relevance
+from jaxsvr.train import loop, pipeline
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +216,7 @@ def jpose_run(public):
     root, _ = public
     c = _config(root, model__text_input="features")
     c.eval.export_similarity = True
-    train.train_and_evaluate(c, root / "jpose_run")
+    loop.train_and_evaluate(c, root / "jpose_run")
     return root, root / "jpose_run"
 
 
@@ -271,7 +273,7 @@ def test_public_features_train_end_to_end(public, tmp_path, name, folder, text_i
     c.train.num_epochs = 2
     run = pipeline.build(c)
     assert run.splits.train.video.shape[1:] == video
-    train.train_and_evaluate(c, tmp_path / "run")
+    loop.train_and_evaluate(c, tmp_path / "run")
     metrics = json.loads((tmp_path / "run/metrics.json").read_text())
     assert np.isfinite(metrics["ndcg_avg"]) and metrics["ndcg_avg"] > 0.2
 

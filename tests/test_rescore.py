@@ -1,4 +1,4 @@
-"""The `eval` job (`jaxsvr.rescore`): a trained run's test similarity under the class
+"""The `rescore` job (`jaxsvr.runs.rescore`): a trained run's test similarity under the class
 relevance and every caption proxy, with recall bounds and the random baseline; its numbers
 equal those of the relevance and evaluation command lines on the same files."""
 
@@ -9,11 +9,12 @@ import pytest
 from kitchen_files import write_epic_folder
 from train_runs import config, final, run_main
 
-from jaxsvr import rescore, train
 from jaxsvr.errors import InputError
 from jaxsvr.evaluate import main as evaluate_main
 from jaxsvr.evaluation import evaluate
 from jaxsvr.relevance import __main__ as relevance_cli
+from jaxsvr.runs import rescore
+from jaxsvr.train import loop
 
 THRESHOLD = 0.5
 
@@ -22,8 +23,8 @@ THRESHOLD = 0.5
 def trained(tmp_path_factory, wordnet_reader):
     """A runlocal JPoSE run (exported similarity), re-scored from its best checkpoint."""
     workdir = tmp_path_factory.mktemp("run")
-    train.train_and_evaluate(config(eval__export_similarity=True), workdir)
-    c = config(job="eval", data__syn_classes="wordnet", eval__rescore__write_matrices=True)
+    loop.train_and_evaluate(config(eval__export_similarity=True), workdir)
+    c = config(job="rescore", data__syn_classes="wordnet", eval__rescore__write_matrices=True)
     return workdir, c, rescore.run(c, workdir)
 
 
@@ -125,7 +126,7 @@ def test_the_job_through_main(trained, tmp_path):
     workdir, _, out = trained
     r = run_main(
         tmp_path,
-        "--config.job=eval",
+        "--config.job=rescore",
         f"--config.eval.rescore.similarity={workdir / 'test_similarity.npy'}",
         "--config.eval.rescore.relevances=class,pos",
     )
@@ -133,5 +134,7 @@ def test_the_job_through_main(trained, tmp_path):
     got = json.loads((tmp_path / rescore.RESULTS).read_text())["relevances"]
     assert got == {k: out["relevances"][k] for k in ("class", "pos")}
     assert "pos        model" in r.stderr  # the logged table
+    # the job's former name still runs it, and says so
     r = run_main(tmp_path, "--config.job=eval", "--config.eval.rescore.relevances=nope")
+    assert "config.job=eval is now called rescore" in r.stderr
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error: ")

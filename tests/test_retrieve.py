@@ -1,4 +1,4 @@
-"""`python -m jaxsvr.retrieve` and `jaxsvr.retrieval` on finished runlocal runs.
+"""`python -m jaxsvr.retrieve` and `jaxsvr.runs.gallery` on finished runlocal runs.
 
 A test sentence typed as a query scores the test clips exactly as the run's own
 evaluation scored that sentence (its exported `test_similarity.npy` column), for models
@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 from train_runs import config, run_retrieve
 
-from jaxsvr import retrieval, retrieve, train
+from jaxsvr import retrieve
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import queries, text
+from jaxsvr.runs.gallery import Gallery, Retriever, TrainedRun, find_checkpoint
+from jaxsvr.train import loop
 
 MODELS = {
     "mme": "epic_mme",
@@ -37,14 +39,14 @@ def runs(tmp_path_factory):
     for model, name in MODELS.items():
         work = tmp_path_factory.mktemp(model)
         arg = "sms,runlocal" if name == "epic_sms" else "runlocal"
-        train.train_and_evaluate(config(name, arg, eval__export_similarity=True), work)
+        loop.train_and_evaluate(config(name, arg, eval__export_similarity=True), work)
         out[model] = work
     return out
 
 
 def _searcher(work, checkpoint="latest"):
-    run = retrieval.TrainedRun.load(work, checkpoint)
-    return retrieval.Retriever(run, retrieval.Gallery.of(run))
+    run = TrainedRun.load(work, checkpoint)
+    return Retriever(run, Gallery.of(run))
 
 
 @pytest.mark.parametrize("model", ["mme", "jpose"])
@@ -96,31 +98,31 @@ def test_models_without_a_text_encoder_refuse_free_queries(runs):
 def test_the_cache_is_reused_until_the_checkpoint_changes(runs, monkeypatch):
     work = runs["mme"]
     built = []
-    real = retrieval.Gallery._build.__func__
+    real = Gallery._build.__func__
     monkeypatch.setattr(
-        retrieval.Gallery, "_build", classmethod(lambda cls, run: built.append(1) or real(cls, run))
+        Gallery, "_build", classmethod(lambda cls, run: built.append(1) or real(cls, run))
     )
-    run = retrieval.TrainedRun.load(work, "best")
-    first = retrieval.Gallery.of(run)
-    again = retrieval.Gallery.of(retrieval.TrainedRun.load(work, "best"))
+    run = TrainedRun.load(work, "best")
+    first = Gallery.of(run)
+    again = Gallery.of(TrainedRun.load(work, "best"))
     np.testing.assert_array_equal(first.video, again.video)
     meta = run.checkpoint.path / "_CHECKPOINT_METADATA"
     stamp = json.loads(meta.read_text())
     stamp["commit_timestamp_nsecs"] += 1  # the step was saved again
     meta.write_text(json.dumps(stamp))
-    retrieval.Gallery.of(retrieval.TrainedRun.load(work, "best"))
+    Gallery.of(TrainedRun.load(work, "best"))
     assert len(built) == 2  # the first call (or an earlier test's) and the changed checkpoint
 
 
 def test_checkpoint_choice(runs):
     work = runs["mme"]
     steps = sorted(int(p.name) for p in (work / "checkpoints").iterdir())
-    assert retrieval.find_checkpoint(work, "latest").step == steps[-1]
-    assert retrieval.find_checkpoint(work, "auto").kind == "best"
-    assert retrieval.find_checkpoint(work, str(steps[0])).step == steps[0]
+    assert find_checkpoint(work, "latest").step == steps[-1]
+    assert find_checkpoint(work, "auto").kind == "best"
+    assert find_checkpoint(work, str(steps[0])).step == steps[0]
     for which, says in (("3", "no checkpoint of step 3"), ("newest", "use best, latest")):
         with pytest.raises(InputError, match=says):
-            retrieval.find_checkpoint(work, which)
+            find_checkpoint(work, which)
 
 
 def test_query_encoding_matches_training_tokens():

@@ -1,4 +1,4 @@
-"""Files a run wrote, read back by `jaxsvr.retrieve`, the eval job and the warm start, are
+"""Files a run wrote, read back by `jaxsvr.retrieve`, the rescore job and the warm start, are
 checked, never trusted: a damaged retrieval cache is rebuilt with one warning and gives the
 clean run's answers; damaged or foreign run files (config.json, vocab.json, checkpoints)
 are one error line naming the file and the flag or config key the user set."""
@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 from train_runs import config, run_retrieve
 
-from jaxsvr import rescore, retrieval, retrieve, train
+from jaxsvr import retrieve
 from jaxsvr.errors import InputError
+from jaxsvr.runs import rescore
+from jaxsvr.runs.gallery import Gallery, TrainedRun, find_checkpoint, restore_params
+from jaxsvr.train import loop
 
 QUERY = "take the plate"
 
@@ -24,9 +27,9 @@ QUERY = "take the plate"
 def clean(tmp_path_factory):
     """A finished runlocal MME run, its run object and its gallery (cached in the run)."""
     work = tmp_path_factory.mktemp("mme")
-    train.train_and_evaluate(config("epic_mme"), work)
-    run = retrieval.TrainedRun.load(work)
-    return work, run, retrieval.Gallery.of(run)
+    loop.train_and_evaluate(config("epic_mme"), work)
+    run = TrainedRun.load(work)
+    return work, run, Gallery.of(run)
 
 
 def _copy(clean, tmp_path):
@@ -157,13 +160,11 @@ def test_a_damaged_cache_is_rebuilt_with_one_warning(
     work = _copy(clean, tmp_path)
     damage(work / "retrieval")
     built = []
-    monkeypatch.setattr(
-        retrieval.Gallery, "_build", classmethod(lambda cls, r: built.append(1) or gallery)
-    )
+    monkeypatch.setattr(Gallery, "_build", classmethod(lambda cls, r: built.append(1) or gallery))
     run = dataclasses.replace(run, workdir=work)
     with caplog.at_level(logging.WARNING):
-        got = retrieval.Gallery.of(run)
-        again = retrieval.Gallery.of(run)  # the rebuilt cache, read without a word
+        got = Gallery.of(run)
+        again = Gallery.of(run)  # the rebuilt cache, read without a word
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and len(built) == 1, warnings
     assert f"cache {work / 'retrieval'} (best.npz, best.json)" in warnings[0]
@@ -179,10 +180,10 @@ def test_changed_run_files_rebuild_the_cache_without_a_warning(clean, tmp_path, 
     work = _copy(clean, tmp_path)
     path = work / "config.json"
     path.write_text(path.read_text() + "\n")  # the same config: the cache must follow it
-    run = retrieval.TrainedRun.load(work)
+    run = TrainedRun.load(work)
     assert run.files != clean[1].files
     with caplog.at_level(logging.WARNING):
-        gallery = retrieval.Gallery.of(run)
+        gallery = Gallery.of(run)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     np.testing.assert_array_equal(gallery.video, clean[2].video)
 
@@ -228,7 +229,7 @@ def test_damaged_run_files_are_one_error_naming_the_file(clean, tmp_path, name, 
     work = _copy(clean, tmp_path)
     (work / name).write_bytes(data)
     with pytest.raises(InputError, match=None) as e:
-        retrieval.TrainedRun.load(work)
+        TrainedRun.load(work)
     message = str(e.value)
     assert says in message and str(work / name) in message and "\n" not in message, message
 
@@ -245,9 +246,9 @@ SAYS_FOREIGN = "holds another model's parameters than {work}/config.json builds"
 
 
 def test_a_config_json_of_another_model_is_one_error_in_retrieve(foreign):
-    run = retrieval.TrainedRun.load(foreign)
+    run = TrainedRun.load(foreign)
     with pytest.raises(InputError) as e:
-        retrieval.Gallery.of(run)  # the cache is config.json's too: it is rebuilt, and refused
+        Gallery.of(run)  # the cache is config.json's too: it is rebuilt, and refused
     message = str(e.value)
     assert SAYS_FOREIGN.format(work=foreign) in message, message
     assert "1 difference(s)" not in message and "is missing from the checkpoint" in message
@@ -255,7 +256,7 @@ def test_a_config_json_of_another_model_is_one_error_in_retrieve(foreign):
 
 def test_a_config_json_of_another_model_is_one_error_in_the_eval_job(foreign):
     with pytest.raises(InputError, match=SAYS_FOREIGN.format(work=foreign)):
-        rescore.run(config(job="eval", eval__rescore__relevances="class"), foreign)
+        rescore.run(config(job="rescore", eval__rescore__relevances="class"), foreign)
 
 
 def test_the_command_refuses_a_config_json_of_another_model_in_one_line(foreign):
@@ -347,8 +348,8 @@ def test_checkpoint_errors_name_the_flag_or_key_the_user_set(
 ):
     work = _run_with(tmp_path, step_folder)
     with pytest.raises(InputError) as e:
-        found = retrieval.find_checkpoint(work, which, flag=flag)
-        retrieval.restore_params(found, flag)
+        found = find_checkpoint(work, which, flag=flag)
+        restore_params(found, flag)
     message = str(e.value)
     assert says.format(work=work) in message and "  " not in message, message
     assert flag in message and ("--checkpoint" in message) == (flag == "--checkpoint")

@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 from train_runs import config, train_losses
 
-from jaxsvr import train
+from jaxsvr.train import loop
 
 PINS = Path(__file__).resolve().parent / "pinned" / "runlocal_metrics.json"
 
@@ -117,7 +117,7 @@ def environment() -> dict:
 
 @pytest.mark.parametrize("name, arg", CASES)
 def test_final_metrics_are_pinned(name, arg, tmp_path, wordnet_reader):
-    final = train.train_and_evaluate(config(name, arg), tmp_path)
+    final = loop.train_and_evaluate(config(name, arg), tmp_path)
     got = {k: float(v) for k, v in sorted(final.items()) if k not in TIMINGS}
     got["train_losses"] = {str(k): v for k, v in train_losses(tmp_path).items()}
     key = f"{name}:{arg}"

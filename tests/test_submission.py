@@ -1,5 +1,5 @@
-"""The EK-100 challenge file (issue 29, part 1): `jaxsvr.submission` writes what the public
-JPoSE script writes (byte for byte what pandas' own `to_pickle` writes, read back by
+"""The EK-100 challenge file (issue 29, part 1): `jaxsvr.evaluation.submission` writes what
+the public JPoSE script writes (byte for byte what pandas' own `to_pickle` writes, read back by
 pandas), `python -m jaxsvr.submit` writes a run's or exported matrices' file, and
 `python -m jaxsvr.evaluate --submission` scores one, matched to the tables by id: a run's
 file scores the run's own test metrics, a shuffled one the same, a bad one is one line."""
@@ -16,9 +16,12 @@ import pytest
 from kitchen_files import write_epic_folder
 from train_runs import config
 
-from jaxsvr import cli, evaluate, submission, submit, train
+from jaxsvr import evaluate, submit
 from jaxsvr.annotations import epic100
 from jaxsvr.errors import InputError
+from jaxsvr.evaluation import submission
+from jaxsvr.runtime import cli
+from jaxsvr.train import loop
 
 IDS = ["P01_11_0", "P01_11_1", "P01_11_2"]
 TEXT_IDS = ["P01_11_0", "P01_11_2"]
@@ -148,7 +151,7 @@ def run(tmp_path_factory):
     workdir = root / "run"
     c = config("epic_jpose", "runlocal", data__annotations=str(folder))
     c.eval.export_similarity = True
-    train.train_and_evaluate(c, workdir)
+    loop.train_and_evaluate(c, workdir)
     return folder, workdir
 
 

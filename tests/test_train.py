@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from train_runs import config, train_losses
 
-from jaxsvr import train
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import evaluate
 from jaxsvr.inputs import model_inputs
+from jaxsvr.train import loop
 
 SHORT = dict(train__num_epochs=2, eval__every_epochs=2)
 # Long enough to learn on the built-in data (20 train videos x 20 clips, 250 steps of 16
@@ -49,7 +49,7 @@ def assert_learned(metrics: dict, workdir) -> None:
 
 def test_mme_with_relevance_margin_learns(tmp_path):
     c = config("epic_mme", "runlocal,margin=relevance", **LEARN)
-    m = train.train_and_evaluate(c, tmp_path)
+    m = loop.train_and_evaluate(c, tmp_path)
     assert m["step"] == 250
     assert all(np.isfinite(v) for v in train_losses(tmp_path).values())
     assert_learned(m, tmp_path)
@@ -57,13 +57,13 @@ def test_mme_with_relevance_margin_learns(tmp_path):
 
 def test_per_segment_features_learn(tmp_path):
     c = config("epic_mme", "runlocal,margin=relevance", data__segments=3, **LEARN)
-    m = train.train_and_evaluate(c, tmp_path)
+    m = loop.train_and_evaluate(c, tmp_path)
     assert_learned(m, tmp_path)
 
 
 def test_host_gather_matches_device_gather(tmp_path):
-    a = train.train_and_evaluate(config(**SHORT), tmp_path / "device")
-    b = train.train_and_evaluate(config(train__gather="host", **SHORT), tmp_path / "host")
+    a = loop.train_and_evaluate(config(**SHORT), tmp_path / "device")
+    b = loop.train_and_evaluate(config(train__gather="host", **SHORT), tmp_path / "host")
     la, lb = train_losses(tmp_path / "device"), train_losses(tmp_path / "host")
     np.testing.assert_allclose(list(lb.values()), list(la.values()), rtol=1e-6)
     assert b["ndcg_avg"] == pytest.approx(a["ndcg_avg"], abs=1e-4)
@@ -74,15 +74,15 @@ def test_spacy_verb_and_noun_words(tmp_path):
     pipeline tags the built-in data's terse narrations poorly ('unscrew basin' has no
     VERB: 245 of 400 train captions at LEARN size get no verb word), and JPoSE with these
     words stayed at the random level after 250 steps (nDCG 0.278-0.302)."""
-    m = train.train_and_evaluate(
+    m = loop.train_and_evaluate(
         config(data__pos_source="spacy", train__num_epochs=1, eval__every_epochs=1), tmp_path
     )
     assert m["step"] == 7 and np.isfinite(m["ndcg_avg"])
 
 
 def test_word_vectors_initialise_the_word_table(tmp_path):
-    from jaxsvr import pipeline
     from jaxsvr.inputs import text
+    from jaxsvr.train import pipeline
 
     c = config(model__word_dim=3)
     run = pipeline.build(c)
@@ -96,10 +96,10 @@ def test_word_vectors_initialise_the_word_table(tmp_path):
     import jax
     import optax
 
-    from jaxsvr import parallel
+    from jaxsvr.runtime import parallel
 
     rep = parallel.replicated(parallel.make_mesh())
-    state = train.init_state(c, run.model, optax.sgd(0.1), run, rep)
+    state = loop.init_state(c, run.model, optax.sgd(0.1), run, rep)
     got = np.asarray(jax.device_get(state.params["params"]["words"]["table"]["embedding"]))
     np.testing.assert_array_equal(got, table)
     np.testing.assert_array_equal(got[data.vocab.id(words[1])], [1, 1.5, -1])
@@ -111,31 +111,31 @@ def test_real_feature_folder_and_bad_features(tmp_path):
     feats.mkdir()
     np.save(feats / "train.npy", rng.normal(size=(120, 48)).astype(np.float32))
     np.savez(feats / "test.npz", features=rng.normal(size=(60, 48)).astype(np.float32))
-    m = train.train_and_evaluate(config(data__features=str(feats), **SHORT), tmp_path / "a")
+    m = loop.train_and_evaluate(config(data__features=str(feats), **SHORT), tmp_path / "a")
     assert m["step"] == 14
     bad = rng.normal(size=(120, 48)).astype(np.float32)
     bad[17, 3] = np.nan
     np.save(feats / "train.npy", bad)
     with pytest.raises(InputError, match="row 17"):
-        train.train_and_evaluate(config(data__features=str(feats), **SHORT), tmp_path / "b")
+        loop.train_and_evaluate(config(data__features=str(feats), **SHORT), tmp_path / "b")
 
 
 def test_config_errors(tmp_path):
     with pytest.raises(InputError, match="devices"):
-        train.train_and_evaluate(config(mesh__data=4), tmp_path)  # the tests see 1 device
+        loop.train_and_evaluate(config(mesh__data=4), tmp_path)  # the tests see 1 device
     with pytest.raises(InputError, match="model"):
-        train.train_and_evaluate(config(model__name="clip"), tmp_path)
+        loop.train_and_evaluate(config(model__name="clip"), tmp_path)
     with pytest.raises(InputError, match="distance"):
-        train.train_and_evaluate(config(loss__distance="l1"), tmp_path)
+        loop.train_and_evaluate(config(loss__distance="l1"), tmp_path)
 
 
 def test_resume_before_an_evaluation_that_was_already_saved_as_best(tmp_path):
     c = config(train__num_epochs=2, checkpoint__every_steps=10, checkpoint__keep=5)
-    first = train.train_and_evaluate(c, tmp_path)
+    first = loop.train_and_evaluate(c, tmp_path)
     import shutil
 
     shutil.rmtree(tmp_path / "checkpoints" / "14")  # as if killed after step 14's best save
-    again = train.train_and_evaluate(c, tmp_path)  # resumes at 10, re-evaluates step 14
+    again = loop.train_and_evaluate(c, tmp_path)  # resumes at 10, re-evaluates step 14
     assert again["ndcg_avg"] == first["ndcg_avg"]
     assert [p.name for p in (tmp_path / "best").iterdir()] == ["14"]
 
@@ -151,5 +151,5 @@ def test_host_gather_rows_memmap_and_in_memory(tmp_path):
 
 
 def test_max_steps_overrides_epochs(tmp_path):
-    m = train.train_and_evaluate(config(train__max_steps=5, train__num_epochs=50), tmp_path)
+    m = loop.train_and_evaluate(config(train__max_steps=5, train__num_epochs=50), tmp_path)
     assert m["step"] == 5 and m["train_steps"] == 5

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from train_runs import config, jsonl
 
-from jaxsvr import models, pipeline, train
+from jaxsvr import models
 from jaxsvr.annotations import activitynet, load
 from jaxsvr.errors import InputError
+from jaxsvr.train import loop, pipeline
 
 
 def test_paper_settings():
@@ -53,12 +54,12 @@ def test_runs_on_the_built_in_data(tmp_path):
     order = [r.tolist() for r in data.train.clips.video_clips().values()]
     assert order[0] == list(range(len(order[0])))  # clips in time order, as stored
     assert data.video_dim == c.model.embed_dim
-    m = train.train_and_evaluate(c, tmp_path)
+    m = loop.train_and_evaluate(c, tmp_path)
     assert np.isfinite(m["rsum"]) and np.isfinite(m["ndcg_avg"])
 
 
 def _public_files(folder):
-    """The built-in kitchen clips written as ActivityNet Captions' train.json / val_1.json
+    """The built-in kitchen clips written as ActivityNet Captions' loop.json / val_1.json
     (each video's clips reversed in the file, so the reader's time order differs from it)."""
     ann = load.builtin(6, 3, 20, seed=0)
     for name, clips in (("train.json", ann.train), ("val_1.json", ann.test)):
@@ -91,7 +92,7 @@ def test_runs_on_public_files_with_feature_files(tmp_path):
     for split in ("train", "test"):
         n = rows.split.count(split)
         np.save(feats / f"{split}.npy", rng.normal(size=(n, 48)).astype(np.float32))
-    m = train.train_and_evaluate(c, tmp_path / "work")
+    m = loop.train_and_evaluate(c, tmp_path / "work")
     assert np.isfinite(m["rsum"])
     assert any("train/loss" in r for r in jsonl(tmp_path / "work"))
     np.save(feats / "test.npy", np.zeros((5, 48), np.float32))  # not one row per test clip

@@ -25,9 +25,10 @@ import numpy as np
 import pytest
 from train_runs import ROOT, cpu_env, jsonl, train_losses
 
-from jaxsvr import configs, train
+from jaxsvr import configs
 from jaxsvr.errors import InputError
-from jaxsvr.workdir import Workdir
+from jaxsvr.runtime.workdir import Workdir
+from jaxsvr.train import loop
 
 CONFIG = f"{ROOT}/configs/epic_jpose.py:runlocal"
 CONTRA = f"{ROOT}/configs/epic_contra.py:runlocal"
@@ -237,7 +238,7 @@ def test_bad_value_in_process_is_one_line_and_changes_nothing(tmp_path, flags, w
     before = tree(tmp_path)
 
     with pytest.raises(InputError) as e:
-        train.train_and_evaluate(configs.from_file(config, **overrides), workdir)
+        loop.train_and_evaluate(configs.from_file(config, **overrides), workdir)
 
     line = str(e.value)
     assert "\n" not in line and expect in line, line

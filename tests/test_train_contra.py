@@ -8,11 +8,13 @@ import pytest
 from reference_losses import cross_modal_nce, neighbour_nce, uniformity
 from train_runs import config, jsonl, run_main, train_losses
 
-from jaxsvr import models, objectives, parallel, pipeline, train
+from jaxsvr import models, objectives
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import evaluate
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 from jaxsvr.inputs import windows
+from jaxsvr.runtime import parallel
+from jaxsvr.train import loop, pipeline
 
 ONE = dict(train__num_epochs=1, eval__every_epochs=1)
 
@@ -24,7 +26,7 @@ def contra_both_m2(tmp_path_factory):
     (workdir, final metrics)."""
     workdir = tmp_path_factory.mktemp("contra_both_m2")
     c = config("epic_contra", "context=both,m=2,runlocal", train__num_epochs=2)
-    return workdir, train.train_and_evaluate(c, workdir)
+    return workdir, loop.train_and_evaluate(c, workdir)
 
 
 def test_eight_fake_devices_follow_one_device(contra_both_m2, tmp_path):
@@ -135,7 +137,7 @@ def test_host_gather_matches_device_gather(tmp_path, contra_both_m2):
     device_dir, a = contra_both_m2  # gather="device"
     c = config("epic_contra", "context=both,m=2,runlocal", train__num_epochs=2)
     c.train.gather = "host"
-    b = train.train_and_evaluate(c, tmp_path / "h")
+    b = loop.train_and_evaluate(c, tmp_path / "h")
     la = [r["train/loss"] for r in jsonl(device_dir) if "train/loss" in r]
     lb = [r["train/loss"] for r in jsonl(tmp_path / "h") if "train/loss" in r]
     np.testing.assert_allclose(lb, la, rtol=1e-5)
@@ -173,7 +175,7 @@ def test_config_errors(tmp_path):
         config("epic_contra", "context=video")
     c = config("epic_contra", "runlocal", eval__positives="instance")
     with pytest.raises(InputError, match="positives"):
-        train.train_and_evaluate(c, tmp_path / "run")
+        loop.train_and_evaluate(c, tmp_path / "run")
     assert not (tmp_path / "run").exists()  # nothing written before the check
     for name, overrides, match in [
         ("epic_hgr", {}, "dot products"),
@@ -181,13 +183,13 @@ def test_config_errors(tmp_path):
     ]:
         c = config(name, "runlocal", loss__name="contra", **overrides)
         with pytest.raises(InputError, match=match):
-            train.train_and_evaluate(c, tmp_path / "other")
+            loop.train_and_evaluate(c, tmp_path / "other")
 
 
 def test_contra_loss_with_a_model_without_context_and_exported_positives(tmp_path):
     c = config("epic_mme", "runlocal", loss__name="contra", eval__positives="narration", **ONE)
     c.eval.export_similarity = True
-    m = train.train_and_evaluate(c, tmp_path)
+    m = loop.train_and_evaluate(c, tmp_path)
     assert m["step"] == 7 and np.isfinite(m["rsum"])
     row = [r for r in jsonl(tmp_path) if "train/loss" in r][0]
     assert row["train/nei"] == 0.0  # no context: no neighbouring term
@@ -235,15 +237,15 @@ def test_k_neighbour_negatives_train_alike_with_host_and_device_gathers(tmp_path
     batch = run.objective.host_batch(0, 0, 8)
     assert batch["neighbour_rows"].shape == batch["has_neighbour"].shape == (8, 3)
     assert run.objective.rows_per_anchor == 2 + 3 * 2
-    a = train.train_and_evaluate(c, tmp_path / "device")
+    a = loop.train_and_evaluate(c, tmp_path / "device")
     c.train.gather = "host"
-    b = train.train_and_evaluate(c, tmp_path / "host")
+    b = loop.train_and_evaluate(c, tmp_path / "host")
     np.testing.assert_allclose(
         list(train_losses(tmp_path / "host").values()),
         list(train_losses(tmp_path / "device").values()),
         rtol=1e-5,
     )
-    train.train_and_evaluate(
+    loop.train_and_evaluate(
         config("epic_contra", "context=both,m=2,runlocal", **ONE), tmp_path / "k1"
     )
     assert np.isfinite(a["ndcg_avg"]) and b["ndcg_avg"] == pytest.approx(a["ndcg_avg"], abs=1e-5)

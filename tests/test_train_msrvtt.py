@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from train_runs import config, jsonl
 
-from jaxsvr import pipeline, train
 from jaxsvr.annotations import kitchen, msrvtt
 from jaxsvr.annotations.captioned import CaptionedVideos
 from jaxsvr.errors import InputError
+from jaxsvr.train import loop, pipeline
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_the_evaluated_split_is_said_in_the_log(tmp_path, caplog, files, evaluat
 
 def test_ranp_trains_on_built_in_msrvtt_videos_and_reports_ndcg_only(tmp_path):
     c = config("msrvtt_hgr", "ranp,runlocal", train__num_epochs=2)
-    m = train.train_and_evaluate(c, tmp_path)
+    m = loop.train_and_evaluate(c, tmp_path)
     assert np.isfinite(m["ndcg_avg"]) and 0 < m["ndcg_avg"] <= 1
     saved = json.loads((tmp_path / "metrics.json").read_text())
     logged = {k for r in jsonl(tmp_path) for k in r}
@@ -151,7 +151,7 @@ def test_ranp_trains_on_built_in_msrvtt_videos_and_reports_ndcg_only(tmp_path):
         assert not [k for k in keys if "map_" in k], sorted(keys)
     assert "test/ndcg_avg" in logged
     with pytest.raises(InputError, match="report_map is False"):
-        train.train_and_evaluate(
+        loop.train_and_evaluate(
             config("msrvtt_hgr", "runlocal", checkpoint__best_metric="map_avg"), tmp_path / "b"
         )
 
@@ -161,7 +161,7 @@ def test_host_and_device_gathers_agree_through_the_video_map(tmp_path):
     losses = {}
     for gather in ("device", "host"):
         c = config("msrvtt_hgr", "ran,runlocal", train__num_epochs=1, train__gather=gather)
-        train.train_and_evaluate(c, tmp_path / gather)
+        loop.train_and_evaluate(c, tmp_path / gather)
         losses[gather] = [r["train/loss"] for r in jsonl(tmp_path / gather) if "train/loss" in r]
     np.testing.assert_allclose(losses["host"], losses["device"], rtol=1e-5)
 

@@ -5,16 +5,16 @@ import numpy as np
 import pytest
 from train_runs import config, train_losses
 
-from jaxsvr import train
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import evaluate
+from jaxsvr.train import loop
 
 ONE = dict(train__num_epochs=1, eval__every_epochs=1)
 
 
 def test_hgr_with_ranp_trains_and_exports_its_similarity(tmp_path):
     c = config("epic_hgr", "ranp,runlocal", eval__export_similarity=True, **ONE)
-    m = train.train_and_evaluate(c, tmp_path)
+    m = loop.train_and_evaluate(c, tmp_path)
     assert m["step"] == 7 and 0 < m["ndcg_avg"] <= 1
     assert {"train/action_ranp", "train/loss"} <= set(_rows(tmp_path)[0])
     sim, rel = np.load(tmp_path / "test_similarity.npy"), np.load(tmp_path / "test_relevance.npy")
@@ -38,22 +38,22 @@ def test_hgr_with_ranp_trains_and_exports_its_similarity(tmp_path):
 def test_model_and_loss_combinations(tmp_path, name, arg, overrides):
     """Losses on models other than their config's (each config's own loss trains in
     tests/test_runlocal_pinned.py)."""
-    m = train.train_and_evaluate(config(name, arg, **overrides, **ONE), tmp_path)
+    m = loop.train_and_evaluate(config(name, arg, **overrides, **ONE), tmp_path)
     assert m["step"] == 7 and 0 < m["ndcg_avg"] <= 1
     losses = train_losses(tmp_path)
     assert losses and all(np.isfinite(v) for v in losses.values())
 
 
 def test_jpose_batch_loss_terms_per_level(tmp_path):
-    train.train_and_evaluate(config(loss__name="max_margin", **ONE), tmp_path)
+    loop.train_and_evaluate(config(loss__name="max_margin", **ONE), tmp_path)
     row = _rows(tmp_path)[0]
     assert {"train/verb_max_margin", "train/noun_max_margin", "train/action_max_margin"} <= set(row)
 
 
 def test_host_gather_matches_device_gather_for_a_batch_loss(tmp_path):
     c = dict(train__num_epochs=2, eval__every_epochs=2)
-    train.train_and_evaluate(config("epic_sms", "sms,runlocal", **c), tmp_path / "d")
-    train.train_and_evaluate(
+    loop.train_and_evaluate(config("epic_sms", "sms,runlocal", **c), tmp_path / "d")
+    loop.train_and_evaluate(
         config("epic_sms", "sms,runlocal", train__gather="host", **c), tmp_path / "h"
     )
     a, b = train_losses(tmp_path / "d"), train_losses(tmp_path / "h")
@@ -86,7 +86,7 @@ def test_host_gather_matches_device_gather_for_a_batch_loss(tmp_path):
 )
 def test_objective_errors(tmp_path, name, arg, overrides, match):
     with pytest.raises((InputError, FileNotFoundError), match=match):
-        train.train_and_evaluate(config(name, arg, **overrides, **ONE), tmp_path)
+        loop.train_and_evaluate(config(name, arg, **overrides, **ONE), tmp_path)
 
 
 def _rows(workdir):
@@ -99,10 +99,10 @@ def test_block_scoring_equals_all_pairs_with_ragged_chunks():
     """HGR test scores computed in [chunk, text_chunk] blocks on the devices."""
     import jax
 
-    from jaxsvr import parallel
     from jaxsvr.evaluation.evaluator import RetrievalEvaluator
     from jaxsvr.inputs import roles
     from jaxsvr.models import hgr
+    from jaxsvr.runtime import parallel
 
     rng = np.random.default_rng(0)
     nv, nt = 13, 11

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from train_runs import config
 
-from jaxsvr import pipeline, train
 from jaxsvr.annotations import youcook2
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
 from jaxsvr.nlp import captions
 from jaxsvr.relevance import proxies, split_relevance
 from jaxsvr.sampling import triplets
+from jaxsvr.train import loop, pipeline
 
 
 def test_threshold_pairs_against_dense():
@@ -112,7 +112,7 @@ def test_youcook2_file_multi_caption_and_errors(tmp_path):
 
 @pytest.mark.parametrize("arg", ["proxy=syn,t=0.4,runlocal", "instance,runlocal"])
 def test_youcook2_mme_trains(arg, tmp_path):
-    m = train.train_and_evaluate(config("youcook2_mme", arg, train__num_epochs=2), tmp_path)
+    m = loop.train_and_evaluate(config("youcook2_mme", arg, train__num_epochs=2), tmp_path)
     assert np.isfinite(m["ndcg_avg"]) and 0 < m["ndcg_avg"] <= 1
     assert json.loads((tmp_path / "metrics.json").read_text())["ndcg_avg"] == m["ndcg_avg"]
 
@@ -129,7 +129,7 @@ def test_semantic_positives_follow_the_threshold(tmp_path):
         want = sorted(set(np.flatnonzero(bow[i] >= 0.5)) | {i})
         assert indices[indptr[i] : indptr[i + 1]].tolist() == want
     with pytest.raises(InputError, match="sampler.positives 'maybe'"):
-        train.train_and_evaluate(
+        loop.train_and_evaluate(
             config("youcook2_mme", "runlocal", sampler__positives="maybe"), tmp_path
         )
 
@@ -140,7 +140,7 @@ def test_youcook2_contra_windows_over_recipe_steps(tmp_path):
     data = pipeline.load_splits(c.data)
     order = [r.tolist() for r in data.train.clips.video_clips().values()]
     assert order[0] == list(range(len(order[0])))  # segments in time order, as stored
-    m = train.train_and_evaluate(c, tmp_path)
+    m = loop.train_and_evaluate(c, tmp_path)
     assert np.isfinite(m["rsum"]) and np.isfinite(m["ndcg_avg"])
 
 
@@ -155,7 +155,7 @@ def test_jpose_with_proxy_positives(tmp_path):
         sampler__threshold=0.5,
         train__num_epochs=1,
     )
-    m = train.train_and_evaluate(c, tmp_path)
+    m = loop.train_and_evaluate(c, tmp_path)
     assert np.isfinite(m["ndcg_avg"])
 
 
@@ -163,11 +163,11 @@ def test_youcook2_relevance_margin_trains_on_caption_classes(tmp_path, epic_dir)
     """configs/youcook2_mme.py:margin=relevance: class triplets over classes derived from
     the captions with EPIC's class CSVs (the relevance-margin paper's YouCook2 setting),
     margins 1 - R below 1 for related negatives, evaluated on that relevance."""
-    from jaxsvr import margin_analysis
+    from jaxsvr.analysis import margin
 
     c = config("youcook2_mme", "margin=relevance,runlocal")
     assert c.data.syn_classes == str(epic_dir)  # the default: EPIC's classes, not words
-    margins = margin_analysis.triplet_margins(c)["action"]
+    margins = margin.triplet_margins(c)["action"]
     assert 0.0 <= margins.min() < 1.0 and margins.max() <= 1.0
-    out = train.train_and_evaluate(c, tmp_path)
+    out = loop.train_and_evaluate(c, tmp_path)
     assert np.isfinite(out["ndcg_avg"]) and np.isfinite(out["map_avg"])

@@ -1,5 +1,5 @@
 """A validation split carved from the training videos (`jaxsvr.inputs.validation`) and the
-model selection on it (`jaxsvr.selection`): which rows move, their relevance, best/ on
+model selection on it (`jaxsvr.train.selection`): which rows move, their relevance, best/ on
 validation, the selected state's test metrics, early stopping and its resume."""
 
 import json
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from train_runs import config, final, jsonl
 
-from jaxsvr import pipeline, train
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import validation
 from jaxsvr.relevance import class_relevance
+from jaxsvr.train import loop, pipeline
 
 TIMINGS = {"eval_seconds", "train_seconds", "train_steps", "steps_per_sec", "host_wait"}
 
@@ -36,7 +36,7 @@ def test_whole_videos_move_to_validation_with_their_inputs(epic_splits):
     rows = [i for i, v in enumerate(train.clips.video_id) if v in held]
     assert out.train.clips.narration_id == [train.clips.narration_id[i] for i in keep]
     np.testing.assert_array_equal(out.train.video, train.video[keep])
-    for field, values in train.text.items():
+    for field, values in loop.text.items():
         np.testing.assert_array_equal(out.train.text[field], values[keep])
     # validation clips: the held rows, in order, with their features
     assert val.clips.narration_id == [train.clips.narration_id[i] for i in rows]
@@ -46,7 +46,7 @@ def test_whole_videos_move_to_validation_with_their_inputs(epic_splits):
     narrations = [train.clips.narration[i] for i in rows]
     firsts = sorted({n: narrations.index(n) for n in narrations}.values())
     np.testing.assert_array_equal(val.sentence_rows, firsts)
-    np.testing.assert_array_equal(val.text["caption"], train.text["caption"][np.take(rows, firsts)])
+    np.testing.assert_array_equal(val.text["caption"], loop.text["caption"][np.take(rows, firsts)])
     clips = train.clips.take(rows)
     want = class_relevance(
         clips.verb_classes,
@@ -112,7 +112,7 @@ def stopped_run(tmp_path_factory):
         train__early_stop_evals=2,
         eval__export_similarity=True,
     )
-    return c, workdir, train.train_and_evaluate(c, workdir)
+    return c, workdir, loop.train_and_evaluate(c, workdir)
 
 
 def test_best_is_chosen_on_validation_and_its_test_metrics_are_reported(stopped_run):
@@ -142,7 +142,7 @@ def test_early_stop_and_a_rerun_resumes_into_the_stop(stopped_run):
     assert stop == best + 2 * steps_per_epoch < 12 * steps_per_epoch
     assert max(int(p.name) for p in (workdir / "checkpoints").iterdir()) == stop
     assert (workdir / "test_similarity.npy").is_file()  # exported at the stop
-    again = train.train_and_evaluate(c, workdir)
+    again = loop.train_and_evaluate(c, workdir)
 
     def strip(d):
         return {k: strip(v) if isinstance(v, dict) else v for k, v in d.items() if k not in TIMINGS}
@@ -164,6 +164,6 @@ def test_early_stop_and_a_rerun_resumes_into_the_stop(stopped_run):
 )
 def test_every_kind_of_run_selects_on_validation(tmp_path, name, arg):
     c = config(name, arg, data__val_fraction=0.25, train__max_steps=6, eval__every_epochs=1)
-    out = train.train_and_evaluate(c, tmp_path)
+    out = loop.train_and_evaluate(c, tmp_path)
     assert np.isfinite(out["val"]["ndcg_avg"]) and np.isfinite(out["ndcg_avg"])
     assert out["selected"]["step"] in [int(p.name) for p in (tmp_path / "best").iterdir()]

@@ -4,14 +4,14 @@ ensemble recipe), with a fresh optimizer state; another model's parameters are r
 import pytest
 from train_runs import config
 
-from jaxsvr import train
 from jaxsvr.errors import InputError
+from jaxsvr.train import loop
 
 
 @pytest.fixture(scope="module")
 def source_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("source")
-    return workdir, train.train_and_evaluate(config(), workdir)
+    return workdir, loop.train_and_evaluate(config(), workdir)
 
 
 @pytest.mark.parametrize("where", ["workdir", "step folder"])
@@ -21,9 +21,9 @@ def test_a_run_starts_from_the_other_runs_parameters(source_run, tmp_path, where
     # learning rate ~0: one step leaves the parameters as loaded, so the test metrics are
     # the source run's final ones (its best/ is its final state, step 28)
     c = config(train__init_from=str(init_from), train__max_steps=1, optimizer__lr=1e-30, seed=7)
-    out = train.train_and_evaluate(c, tmp_path)
+    out = loop.train_and_evaluate(c, tmp_path)
     assert out["ndcg_avg"] == done["ndcg_avg"] and out["map_avg"] == done["map_avg"]
-    scratch = train.train_and_evaluate(
+    scratch = loop.train_and_evaluate(
         config(train__max_steps=1, optimizer__lr=1e-30, seed=7), tmp_path / "scratch"
     )
     assert scratch["ndcg_avg"] != done["ndcg_avg"]
@@ -70,7 +70,7 @@ def test_bad_init_from_is_one_error_before_anything_is_written(
 ):
     path = init_from(source_run[0], tmp_path)
     with pytest.raises(InputError) as e:
-        train.train_and_evaluate(config(name, train__init_from=str(path)), tmp_path / "run")
+        loop.train_and_evaluate(config(name, train__init_from=str(path)), tmp_path / "run")
     message = str(e.value)
     assert says.format(source=source_run[0], tmp=tmp_path) in message, message
     assert "config.train.init_from" in message and "--checkpoint" not in message, message
@@ -83,8 +83,8 @@ def test_sms_ensemble_member_recipe_and_the_row_without_relax(tmp_path):
     cosine to a floor from another run's parameters, and SMS with relax 0."""
     import math
 
-    first = train.train_and_evaluate(config("epic_sms", "runlocal"), tmp_path / "first")
+    first = loop.train_and_evaluate(config("epic_sms", "runlocal"), tmp_path / "first")
     c = config("epic_sms", "recipe,norelax,runlocal", train__init_from=str(tmp_path / "first"))
     assert c.loss.sms.relax == 0.0 and c.optimizer.schedule == "warmup_cosine"
-    member = train.train_and_evaluate(c, tmp_path / "member")
+    member = loop.train_and_evaluate(c, tmp_path / "member")
     assert math.isfinite(member["ndcg_avg"]) and member["ndcg_avg"] != first["ndcg_avg"]

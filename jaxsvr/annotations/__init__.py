@@ -8,6 +8,6 @@
 - `class_sets`: ragged verb/noun class sets (CSR), multi-caption aggregation (rho).
 - `load`: `Annotations` and the EPIC-style sources (folder, built-in).
 
-A new dataset gets a reader here and a name in `jaxsvr.pipeline.FORMATS`
+A new dataset gets a reader here and a name in `jaxsvr.train.pipeline.FORMATS`
 (`config.data.format`).
 """

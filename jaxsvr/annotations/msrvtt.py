@@ -18,7 +18,7 @@ is the split too: `train_val_videodatainfo.json` holds the train and validate vi
 "train" video in the test file would be trained on and left out of the test) raises
 `InputError` naming the file, the video and 'split'. A single file given alone has only
 its labels, which are used as they are. Which split a run evaluates is decided by the
-pipeline (`jaxsvr.pipeline`): the test videos, or the validate videos where the
+pipeline (`jaxsvr.train.pipeline`): the test videos, or the validate videos where the
 annotations hold no test videos, said in the log.
 """
 

@@ -29,7 +29,7 @@ from jaxsvr.annotations.captioned import CaptionedVideos, finite_number, load_js
 from jaxsvr.annotations.epic100 import Clips
 from jaxsvr.errors import InputError
 from jaxsvr.files.locations import locate
-from jaxsvr.workdir import write_text
+from jaxsvr.runtime.workdir import write_text
 
 SUBSETS = {"training": "train", "validation": "val", "testing": "test"}
 
@@ -134,13 +134,13 @@ def from_clips(train: Clips, test: Clips) -> dict:
 
 
 def write(obj: dict, path: str | Path) -> None:
-    """Writes annotations as JSON whole (`jaxsvr.workdir.write_text`)."""
+    """Writes annotations as JSON whole (`jaxsvr.runtime.workdir.write_text`)."""
     write_text(path, json.dumps(obj))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from jaxsvr import cli
     from jaxsvr.annotations import epic100
+    from jaxsvr.runtime import cli
 
     p = cli.ArgumentParser(
         prog="python -m jaxsvr.annotations.youcook2", description=from_clips.__doc__.splitlines()[0]
@@ -160,6 +160,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from jaxsvr import cli
+    from jaxsvr.runtime import cli
 
     raise SystemExit(cli.run(main))

@@ -31,8 +31,8 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from jaxsvr import parallel
 from jaxsvr.evaluation.metrics import evaluate, undefined_metrics
+from jaxsvr.runtime import parallel
 
 # metrics that depend on which items are positives (not nDCG / mAP)
 RECALL_KEYS = ("r1_", "r5_", "r10_", "medr_", "meanr_", "geomean_", "rsum", "excluded_recall_")
@@ -107,7 +107,7 @@ class RetrievalEvaluator:
 
     def video_embeddings(self, params: Any) -> Any:
         """The test clips' embeddings on the host: [Nv, d] `action` vectors for dot-product
-        models, else the model's whole {name: [Nv, ...]} embedding (`jaxsvr.retrieval`)."""
+        models, else the model's whole {name: [Nv, ...]} embedding (`jaxsvr.runs.gallery`)."""
         return self._embed(self._embed_video, params, {"video": self.video}, self.video_windows)
 
     def text_embeddings(self, params: Any) -> Any:

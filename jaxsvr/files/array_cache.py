@@ -3,7 +3,7 @@
 `write(folder, name, key, meta, arrays)` writes `NAME.npz` (`np.savez`, no pickle) and then
 `NAME.json`, the manifest: {"key": key, "arrays": {name: {"shape": [...], "dtype": ...}},
 "meta": meta}. The manifest is removed first and written last (both whole, through
-`jaxsvr.workdir.atomic_write`), so a manifest naming a key means the arrays beside it were
+`jaxsvr.runtime.workdir.atomic_write`), so a manifest naming a key means the arrays beside it were
 written for that key.
 
 `read(folder, name, key, check)` returns (meta, arrays), or None when the caller must
@@ -34,7 +34,7 @@ import numpy as np
 
 from jaxsvr.errors import InputError
 from jaxsvr.files import arrays as array_files
-from jaxsvr.workdir import atomic_write, write_text
+from jaxsvr.runtime.workdir import atomic_write, write_text
 
 Check = Callable[[dict, dict[str, np.ndarray]], "str | None"]
 

@@ -1,6 +1,6 @@
 """Safe loading of `.npy` / `.npz` arrays: every problem is one `InputError` line.
 
-Every reader of array files (`jaxsvr.cli.load_npy` for the evaluation CLI, the feature
+Every reader of array files (`jaxsvr.runtime.cli.load_npy` for the evaluation CLI, the feature
 store `jaxsvr.inputs.features`) goes through `load_npy` / `NpzArchive` here, which read the
 .npy header (`np.lib.format`) and check it before any data is allocated:
 

@@ -17,7 +17,7 @@ m_video, or [n, 2 m_video + 1, T, D] per-segment features averaged over T first)
                                                 init N(0, 0.001)
   v = l2_normalise(g(z_m))                      the centre position's output
 The transformer (`ContextEncoder`) is PyTorch's `nn.TransformerEncoder` as the public code
-builds it (each layer sows its attention weights, `jaxsvr.contra_analysis`): `layers`
+builds it (each layer sows its attention weights, `jaxsvr.analysis.contra`): `layers`
 post-LayerNorm layers,
   x = LN(x + dropout(SelfAttention(x)))        attention weights dropped out too,
   x = LN(x + dropout(W_2 dropout(relu(W_1 x))))  W_1: embed_dim -> ff_dim,

@@ -1,8 +1,8 @@
 """Parameter trees compared by name and shape: is a checkpoint's tree the one a model builds?
 
 A run's parameters are read back by three callers that each build the model from a config
-first: the warm start (`config.train.init_from`, `jaxsvr.warm_start`), `jaxsvr.retrieve`
-and the eval job (`jaxsvr.retrieval.rebuild`, from the run's own config.json). A tree of
+first: the warm start (`config.train.init_from`, `jaxsvr.train.warm_start`), `jaxsvr.retrieve`
+and the rescore job (`jaxsvr.runs.gallery.rebuild`, from the run's own config.json). A tree of
 another model (another config.json beside the checkpoints, another run's folder named)
 would otherwise fail deep inside flax (`ScopeParamNotFoundError`) or, with equal names
 and other shapes, inside XLA. `differences` lists what keeps the trees apart, in a fixed

@@ -38,12 +38,12 @@ import time
 
 import numpy as np
 
-from jaxsvr import cli
 from jaxsvr.annotations import caption_table, epic100
 from jaxsvr.errors import InputError
 from jaxsvr.nlp import captions, wordnet
 from jaxsvr.relevance import proxies
 from jaxsvr.relevance.classes import class_relevance
+from jaxsvr.runtime import cli
 
 MAX_WORKERS = 64  # METEOR processes: each holds WordNet; more is a typo on one machine
 

@@ -1,6 +1,6 @@
 """A dataset's relevance under a `RelevanceSpec`: test matrices and training positives.
 
-The spec holds the explicit settings (`jaxsvr.pipeline` builds it from
+The spec holds the explicit settings (`jaxsvr.train.pipeline` builds it from
 `config.data.relevance`, `config.data.syn_classes` and `config.data.spacy_pipeline`), so
 nothing below the top level reads a config.
 

@@ -9,7 +9,7 @@ import pytest
 
 from jaxsvr.evaluation import evaluate
 from jaxsvr.evaluation.metrics import undefined_metrics
-from jaxsvr.train_evaluation import fmt, warn_undefined
+from jaxsvr.train.evaluation import fmt, warn_undefined
 
 ONE, HALF = 1.0, 0.5
 # relevance [clips, sentences], threshold, the kinds of keys left undefined
@@ -75,14 +75,14 @@ def test_a_run_without_positives_finishes_and_reports_null(tmp_path, caplog):
     train and then crash in its evaluation log line."""
     from train_runs import config
 
-    from jaxsvr import train
+    from jaxsvr.train import loop
 
     folder = tmp_path / "msrvtt"
     folder.mkdir()
     _msrvtt_without_positives(folder)
     caplog.set_level("INFO")
     c = config("msrvtt_hgr", "runlocal", data__annotations=str(folder), train__num_epochs=2)
-    final = train.train_and_evaluate(c, tmp_path / "run")
+    final = loop.train_and_evaluate(c, tmp_path / "run")
     saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     recall = ("r1_v2t", "r5_t2v", "medr_t2v", "geomean_v2t", "rsum")
     assert all(final[k] is None and saved[k] is None for k in recall)

@@ -199,9 +199,9 @@ def test_modalities_select_feature_blocks_in_order():
 def test_a_run_on_rgb_and_flow_only(tmp_path):
     from train_runs import config
 
-    from jaxsvr import pipeline, train
+    from jaxsvr.train import loop, pipeline
 
     c = config(data__modalities="rgb,flow", train__max_steps=3)
     run = pipeline.build(c)
     assert run.splits.video_dim == 2 * 64 and run.splits.test.video.shape[-1] == 128
-    assert np.isfinite(train.train_and_evaluate(c, tmp_path)["ndcg_avg"])
+    assert np.isfinite(loop.train_and_evaluate(c, tmp_path)["ndcg_avg"])

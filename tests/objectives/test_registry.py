@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from train_runs import config
 
-from jaxsvr import losses, objectives, pipeline
+from jaxsvr import losses, objectives
 from jaxsvr.errors import InputError
 from jaxsvr.sampling.triplets import TripletLayout, TripletSampler
+from jaxsvr.train import pipeline
 
 
 def test_every_loss_name_has_an_objective():

@@ -4,7 +4,7 @@
 checkpoint's parameters: "best" (`best/<step>`), "latest" (the newest `checkpoints/<step>`),
 a step number (found in either), or "auto" (best if the run has one, else latest). The
 parameters are restored without the run's data (orbax's raw tree, `params` only). Its
-users: `jaxsvr.retrieval` (queries, the eval job, the analyses), and the warm start
+users: `jaxsvr.runs.gallery` (queries, the rescore job, the analyses), and the warm start
 (`find_checkpoint` and `restore_params` for `config.train.init_from`).
 
 What the run wrote is checked as it is read, since a damaged or foreign file would
@@ -12,7 +12,7 @@ otherwise be a traceback deep in JAX, or wrong answers with exit code 0: config.
 be UTF-8 JSON holding the sections `model` (a known `name`), `data` and `eval`; vocab.json
 a vocabulary (`Vocabulary.from_json`); the checkpoint's parameters a tree of finite
 arrays. Whether they are the parameters of the model config.json builds is checked once
-the model is built (`jaxsvr.retrieval.rebuild`, the warm start: `jaxsvr.models.param_trees`).
+the model is built (`jaxsvr.runs.gallery.rebuild`, the warm start: `jaxsvr.models.param_trees`).
 
 Errors name the flag or config key that chose the checkpoint (`flag`: `--checkpoint`,
 `config.eval.rescore.checkpoint`, `config.train.init_from`), with the choices where it
@@ -157,7 +157,7 @@ def restore_params(found: Checkpoint, flag: str = "--checkpoint") -> Any:
     """
     import orbax.checkpoint as ocp
 
-    from jaxsvr.checkpoint_noise import reads_that_finish
+    from jaxsvr.checkpoints.reads import reads_that_finish
 
     try:
         with reads_that_finish():  # a failed read leaves no abandoned reads to report

@@ -28,7 +28,7 @@ from typing import Any
 
 import ml_collections
 
-from jaxsvr.checkpoint import Checkpointer
+from jaxsvr.checkpoints.manager import Checkpointer
 
 
 class Selection:

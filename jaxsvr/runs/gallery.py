@@ -1,6 +1,6 @@
 """A trained run's test split, embedded, cached and searched with free-text queries.
 
-`TrainedRun.load(workdir, checkpoint)` (`jaxsvr.trained_run`, re-exported here with
+`TrainedRun.load(workdir, checkpoint)` (`jaxsvr.runs.trained_run`, re-exported here with
 `find_checkpoint`, `restore_params`, `Checkpoint`) reads a run's config.json, vocab.json
 and one checkpoint's parameters, checked as they are read.
 
@@ -40,17 +40,18 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxsvr import models, parallel
+from jaxsvr import models
 from jaxsvr.errors import InputError
 from jaxsvr.files import array_cache
 from jaxsvr.inputs import queries
 from jaxsvr.inputs.model_inputs import ModelInputs
 from jaxsvr.models import param_trees
-from jaxsvr.trained_run import CHECKPOINT_CHOICES as CHECKPOINT_CHOICES
-from jaxsvr.trained_run import Checkpoint as Checkpoint
-from jaxsvr.trained_run import TrainedRun
-from jaxsvr.trained_run import find_checkpoint as find_checkpoint
-from jaxsvr.trained_run import restore_params as restore_params
+from jaxsvr.runs.trained_run import CHECKPOINT_CHOICES as CHECKPOINT_CHOICES
+from jaxsvr.runs.trained_run import Checkpoint as Checkpoint
+from jaxsvr.runs.trained_run import TrainedRun
+from jaxsvr.runs.trained_run import find_checkpoint as find_checkpoint
+from jaxsvr.runs.trained_run import restore_params as restore_params
+from jaxsvr.runtime import parallel
 
 CACHE = "retrieval"
 
@@ -207,7 +208,7 @@ def rebuild(run: TrainedRun):
       InputError: the vocabulary rebuilt from the data differs from the run's vocab.json,
         or the checkpoint holds another model's parameters than config.json builds.
     """
-    from jaxsvr import pipeline
+    from jaxsvr.train import pipeline
 
     config = run.config
     fields = models.text_fields(config)
@@ -244,7 +245,7 @@ def test_evaluator(run: TrainedRun, splits, model):
     """The `RetrievalEvaluator` of the run's test split (`rebuild`'s splits and model), as
     the trainer builds it: its config's chunks, context windows, one mesh of every device
     (only the chunk sizes are read: config.json files of older runs lack later eval keys)."""
-    from jaxsvr.train_evaluation import split_evaluator
+    from jaxsvr.train.evaluation import split_evaluator
 
     e = run.config.eval
     return split_evaluator(

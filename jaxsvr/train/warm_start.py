@@ -5,11 +5,11 @@ starts from another run's parameters (not its optimizer state, which starts fres
 its step: the new run's schedule runs from step 0). `init_from` names:
 
 - a run's workdir: its best checkpoint if it has one, else its latest
-  (`jaxsvr.trained_run.find_checkpoint(..., "auto")`);
+  (`jaxsvr.runs.trained_run.find_checkpoint(..., "auto")`);
 - or one step folder of a run (`WORKDIR/best/<step>`, `WORKDIR/checkpoints/<step>`).
 
 The parameters must be finite and those of the model this config builds, name for name and
-shape for shape (`jaxsvr.models.param_trees`, the check `jaxsvr.retrieve` and the eval job
+shape for shape (`jaxsvr.models.param_trees`, the check `jaxsvr.retrieve` and the rescore job
 make against a run's own config.json): anything else is one error line naming
 `config.train.init_from` and the first difference, found before the run writes anything. A
 run that resumes from its own checkpoint ignores `init_from`.
@@ -23,10 +23,10 @@ from typing import Any
 import flax
 import numpy as np
 
-from jaxsvr import trained_run
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
 from jaxsvr.models import param_trees
+from jaxsvr.runs import trained_run
 
 KEY = "config.train.init_from"
 

@@ -25,7 +25,7 @@ from jaxsvr.annotations import epic100, kitchen
 from jaxsvr.evaluation import evaluate
 from jaxsvr.files import json_text
 from jaxsvr.relevance import class_relevance
-from jaxsvr.workdir import write_text
+from jaxsvr.runtime.workdir import write_text
 
 
 def run(config: ml_collections.ConfigDict, workdir: str) -> dict[str, dict]:

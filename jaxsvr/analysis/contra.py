@@ -11,7 +11,7 @@
   sentence (text-to-video) or clip (video-to-text), the rank of its paired item with
   m = 0 minus its rank with m > 0 (positive: context helped), averaged per bin of the
   clip's length in seconds. `rank_changes_between(run_m0, run_m)` runs it on two trained
-  runs of the same test split (their embeddings through `jaxsvr.retrieval.Gallery`;
+  runs of the same test split (their embeddings through `jaxsvr.runs.gallery.Gallery`;
   video-to-text leaves out test clips without a sentence of their own).
 - `rank_changes_by_word(sim_a, sim_b, paired, sentences)`: the per-word rank change
   between two exported rankings (text-to-video, each sentence's own clip), averaged over
@@ -39,7 +39,7 @@ from jaxsvr.errors import InputError
 from jaxsvr.inputs.windows import context_windows
 from jaxsvr.nlp import words as words_lib
 from jaxsvr.relevance.analysis import pyplot
-from jaxsvr.retrieval import Gallery, TrainedRun, rebuild
+from jaxsvr.runs.gallery import Gallery, TrainedRun, rebuild
 from jaxsvr.sampling.neighbours import Neighbours
 
 DIRECTIONS = ("t2v", "v2t")

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 import ml_collections
 import numpy as np
 
-from jaxsvr import pipeline
+from jaxsvr.analysis.mining import plot_fractions
 from jaxsvr.errors import InputError
-from jaxsvr.mining_analysis import plot_fractions
 from jaxsvr.objectives.triplet import TripletObjective
+from jaxsvr.train import pipeline
 
 
 def triplet_margins(config: ml_collections.ConfigDict, epoch: int = 0) -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Host-side watchers of the training loop (`jaxsvr.train`): steps/s, ETA and the share of
+"""Host-side watchers of the training loop (`jaxsvr.train.loop`): steps/s, ETA and the share of
 time spent waiting for batches (`Timer`), and the warning for gradients that vanished
 (`VanishedGradients`). They see only scalars already pulled to the host at log steps.
 """

@@ -18,9 +18,9 @@ from typing import NoReturn
 
 import numpy as np
 
-from jaxsvr import workdir
 from jaxsvr.errors import InputError
 from jaxsvr.files import arrays
+from jaxsvr.runtime import workdir
 
 EXIT_BAD_INPUT = 2
 
@@ -91,7 +91,7 @@ def number(
 
 def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
     """Writes `array` to `path` as .npy via a temporary file in the same folder + rename,
-    with the mode a new file gets from `open()` (`jaxsvr.workdir.atomic_write`)."""
+    with the mode a new file gets from `open()` (`jaxsvr.runtime.workdir.atomic_write`)."""
     path = Path(path)
     if path.parent and not path.parent.is_dir():
         state = "is a file" if path.parent.exists() else "does not exist"

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 import ml_collections
 import numpy as np
 
-from jaxsvr import distributed, optim
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import features
 from jaxsvr.relevance import proxies
+from jaxsvr.runtime import distributed
+from jaxsvr.train import optim
 
 EVAL_POSITIVES = ("class", "narration")  # config.eval.positives
 BACKENDS = ("auto", "numpy", "jax")  # config.eval.backend

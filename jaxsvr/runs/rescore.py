@@ -1,8 +1,8 @@
 """Re-scoring a trained run under every relevance: the protocol of "On Semantic Similarity
 in Video Retrieval" (Wray et al., CVPR 2021, Table 3 and the recall bounds of Fig. 5).
 
-  python -m jaxsvr.main --config=configs/epic_jpose.py --workdir=DIR --config.job=eval
-  python -m jaxsvr.main --config=configs/epic_jpose.py --workdir=DIR --config.job=eval \
+  python -m jaxsvr.main --config=configs/epic_jpose.py --workdir=DIR --config.job=rescore
+  python -m jaxsvr.main --config=configs/epic_jpose.py --workdir=DIR --config.job=rescore \
       --config.eval.rescore.similarity=DIR/test_similarity.npy
 
 One similarity matrix [test clips, sentences] is scored under each relevance of
@@ -17,7 +17,7 @@ threshold, default 0.5 under every relevance; the paper's Fig. 5 takes SYN > 0.8
 random baseline (a seeded N(0, 1) similarity, `config.seed`). The matrix is:
 
 - a checkpoint of the run in WORKDIR (`config.eval.rescore.checkpoint`: best, latest, auto
-  or a step; `jaxsvr.retrieval.TrainedRun`): model and data come from WORKDIR/config.json,
+  or a step; `jaxsvr.runs.gallery.TrainedRun`): model and data come from WORKDIR/config.json,
   the run's own, so the parameters fit; from the command line come `eval.rescore`, `seed`,
   `eval.backend` and how relevance is scored (`SCORING_KEYS`: `data.relevance` (rho,
   weights), `data.syn_classes` (e.g. the EK-100 class CSVs' folder for SYN) and
@@ -43,13 +43,14 @@ import time
 import ml_collections
 import numpy as np
 
-from jaxsvr import cli, pipeline
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import evaluate
 from jaxsvr.evaluation.evaluator import MAP_KEYS
 from jaxsvr.files import json_text, locations
 from jaxsvr.relevance import split_relevance
-from jaxsvr.workdir import atomic_write, write_text
+from jaxsvr.runtime import cli
+from jaxsvr.runtime.workdir import atomic_write, write_text
+from jaxsvr.train import pipeline
 
 RESULTS = "rescore.json"
 MATRICES = "rescore"
@@ -59,7 +60,7 @@ SCORING_KEYS = ("relevance", "syn_classes", "spacy_pipeline")
 
 
 def run(config: ml_collections.ConfigDict, workdir) -> dict:
-    """The `eval` job: scores the run's (or an exported) similarity under every relevance
+    """The `rescore` job: scores the run's (or an exported) similarity under every relevance
     of `config.eval.rescore` and writes WORKDIR/rescore.json (module docstring)."""
     r = config.eval.rescore
     names = relevance_names(r.relevances)
@@ -172,10 +173,10 @@ def rescore(
 
 def _run_similarity(workdir, checkpoint: str):
     """The test similarity of a checkpoint of the run in `workdir`, and the run."""
-    from jaxsvr import retrieval
+    from jaxsvr.runs.gallery import TrainedRun, test_similarity
 
-    trained = retrieval.TrainedRun.load(workdir, checkpoint, flag="config.eval.rescore.checkpoint")
-    return retrieval.test_similarity(trained)[0], trained
+    trained = TrainedRun.load(workdir, checkpoint, flag="config.eval.rescore.checkpoint")
+    return test_similarity(trained)[0], trained
 
 
 def _scored_as(run_data: ml_collections.ConfigDict, data: ml_collections.ConfigDict):

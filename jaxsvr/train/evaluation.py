@@ -15,8 +15,8 @@ import numpy as np
 
 from jaxsvr.evaluation.evaluator import RetrievalEvaluator
 from jaxsvr.inputs.model_inputs import test_inputs
-from jaxsvr.metric_writers import MetricWriter
-from jaxsvr.workdir import atomic_write
+from jaxsvr.runtime.workdir import atomic_write
+from jaxsvr.train.metric_writers import MetricWriter
 
 
 def evaluator(config, model, split, mesh, name: str = "test") -> RetrievalEvaluator:

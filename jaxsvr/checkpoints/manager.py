@@ -45,7 +45,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
-from jaxsvr.checkpoint_noise import reads_that_finish
+from jaxsvr.checkpoints.reads import reads_that_finish
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
 

@@ -1,14 +1,14 @@
 """`train_and_evaluate(config, workdir)`: the trainer every jaxsvr model uses.
 
-1. Mesh (`jaxsvr.parallel`): every device on one `data` axis by default; the train state is
+1. Mesh (`jaxsvr.runtime.parallel`): every device on one `data` axis by default; the train state is
    replicated, batches are split over `data`. The first log lines say what runs, on which
    devices, and where the outputs go.
-2. The stages up to the loop (`jaxsvr.pipeline.build`): annotations, relevance, the
+2. The stages up to the loop (`jaxsvr.train.pipeline.build`): annotations, relevance, the
    model's inputs of both splits, the model and its objective. Their log lines say where
    everything comes from.
 3. State: params from `model.init` (word table optionally from a word-vector file), the optax
-   optimiser (`jaxsvr.optim`), the step. Init is jitted with replicated out_shardings.
-4. Restore (`jaxsvr.checkpoint`): the newest usable checkpoint in WORKDIR/checkpoints if
+   optimiser (`jaxsvr.train.optim`), the step. Init is jitted with replicated out_shardings.
+4. Restore (`jaxsvr.checkpoints.manager`): the newest usable checkpoint in WORKDIR/checkpoints if
    any (so rerunning a command resumes it; damaged ones are moved aside with a warning),
    else scratch.
 5. Loop: host-side batches of the objective (`jaxsvr.objectives`: offline triplets or
@@ -24,14 +24,14 @@
    end, plus the best by `checkpoint.best_metric`.
 6. Outputs (process 0, holding the lock `WORKDIR/.lock` from the restore on; everything
    before it is checks that write nothing): `config.json`, `vocab.json`, `metrics.jsonl` +
-   TensorBoard events (`jaxsvr.metric_writers`), `metrics.json` with the final test
+   TensorBoard events (`jaxsvr.train.metric_writers`), `metrics.json` with the final test
    metrics, and with `eval.export_similarity` the final `test_similarity.npy` and
    `test_relevance.npy`.
    Rerunning a finished run re-evaluates it and leaves metrics.jsonl and the training
    summary in metrics.json as they were.
 
 Every program of the main thread (init, step, evaluation) is traced under
-`config.matmul_precision` (`jaxsvr.precision`: JAX's own setting, TensorFloat-32 on recent
+`config.matmul_precision` (`jaxsvr.runtime.precision`: JAX's own setting, TensorFloat-32 on recent
 GPUs; "highest" for float32 everywhere). The prefetch thread multiplies nothing.
 
 A non-finite loss, or a non-finite parameter or optimizer state after an update (the step
@@ -60,27 +60,20 @@ import ml_collections
 import numpy as np
 import optax
 
-from jaxsvr import (
-    config_checks,
-    input_pipeline,
-    objectives,
-    optim,
-    parallel,
-    pipeline,
-    precision,
-    train_evaluation,
-    warm_start,
-)
-from jaxsvr.checkpoint import Checkpointer, all_finite
+from jaxsvr import objectives
+from jaxsvr.checkpoints.manager import Checkpointer, all_finite
 from jaxsvr.errors import InputError
 from jaxsvr.files import json_text
 from jaxsvr.inputs import text
 from jaxsvr.inputs.model_inputs import gather_device
-from jaxsvr.metric_writers import MetricWriter
-from jaxsvr.selection import Selection
-from jaxsvr.train_evaluation import evaluate, write_export
-from jaxsvr.train_monitor import Timer, VanishedGradients
-from jaxsvr.workdir import Workdir, write_text
+from jaxsvr.runtime import parallel, precision
+from jaxsvr.runtime.workdir import Workdir, write_text
+from jaxsvr.train import batches, checks, optim, pipeline, warm_start
+from jaxsvr.train import evaluation as train_evaluation
+from jaxsvr.train.evaluation import evaluate, write_export
+from jaxsvr.train.metric_writers import MetricWriter
+from jaxsvr.train.monitor import Timer, VanishedGradients
+from jaxsvr.train.selection import Selection
 
 
 class TrainingDiverged(RuntimeError):
@@ -99,9 +92,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
 
     Every config value and the workdir are checked before data is loaded, the data before
     anything is written: a run that fails a check (InputError) leaves the workdir as it
-    found it. Process 0 then locks the workdir for the rest of the run (`jaxsvr.workdir`).
+    found it. Process 0 then locks the workdir for the rest of the run (`jaxsvr.runtime.workdir`).
     """
-    config_checks.check_train(config)
+    checks.check_train(config)
     with precision.scope(config.matmul_precision):
         with Workdir(workdir, lead=jax.process_index() == 0) as run_dir:
             return _train_and_evaluate(config, run_dir)
@@ -183,9 +176,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
         "test" if val_evaluator is None else "val",
     )
     gather = config.train.gather
-    source = input_pipeline.BatchSource(
-        objective, run.train_inputs, batch_size, steps_per_epoch, gather
-    )
+    source = batches.BatchSource(objective, run.train_inputs, batch_size, steps_per_epoch, gather)
     if gather == "device":
         tables = run.train_inputs.device_tables(rep)
     elif gather == "host":
@@ -208,9 +199,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     vanished = VanishedGradients()
     final = None
     timer = Timer(start_step, total_steps)
-    prefetch = input_pipeline.Prefetch(
-        source, mesh, start_step, total_steps, depth=config.train.prefetch
-    )
+    prefetch = batches.Prefetch(source, mesh, start_step, total_steps, depth=config.train.prefetch)
     stopped = selection.stopped(start_step) if resumed else False
     try:
         for step in range(start_step + 1, 0 if stopped else total_steps + 1):

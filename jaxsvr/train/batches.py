@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from jaxsvr import parallel
 from jaxsvr.inputs.model_inputs import ModelInputs
+from jaxsvr.runtime import parallel
 
 
 class BatchSource:

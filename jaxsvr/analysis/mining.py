@@ -24,13 +24,14 @@ import jax
 import ml_collections
 import numpy as np
 
-from jaxsvr import input_pipeline, optim, parallel, pipeline, train
 from jaxsvr.errors import InputError
 from jaxsvr.inputs.model_inputs import gather_device
 from jaxsvr.losses import mining
 from jaxsvr.objectives.base import embed
 from jaxsvr.objectives.batch import BatchObjective
 from jaxsvr.relevance.analysis import pyplot
+from jaxsvr.runtime import parallel
+from jaxsvr.train import batches, loop, optim, pipeline
 
 
 def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1) -> np.ndarray:
@@ -53,11 +54,9 @@ def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1)
     total = config.train.max_steps or config.train.num_epochs * steps_per_epoch
     tx = optim.build(config.optimizer, total)  # the schedule of the whole run
     rep = parallel.replicated(mesh)
-    state = train.init_state(config, model, tx, run, rep)
+    state = loop.init_state(config, model, tx, run, rep)
     tables = run.train_inputs.device_tables(rep)
-    source = input_pipeline.BatchSource(
-        objective, run.train_inputs, batch_size, steps_per_epoch, "device"
-    )
+    source = batches.BatchSource(objective, run.train_inputs, batch_size, steps_per_epoch, "device")
     tau = objective.kwargs.get("tau")
     level = 0  # the first weighted level, as in the loss's batch["rel"][:, i, :]
 
@@ -72,7 +71,7 @@ def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1)
 
     step_program = jax.jit(
         functools.partial(
-            train.train_step, model=model, tx=tx, objective=objective, seed=config.seed
+            loop.train_step, model=model, tx=tx, objective=objective, seed=config.seed
         )
     )
     out = []

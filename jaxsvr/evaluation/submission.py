@@ -43,7 +43,7 @@ import numpy as np
 
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
-from jaxsvr.workdir import atomic_write
+from jaxsvr.runtime.workdir import atomic_write
 
 CHALLENGE = "multi_instance_retrieval"
 VERSION = 0.1

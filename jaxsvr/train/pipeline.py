@@ -32,7 +32,7 @@ from pathlib import Path
 
 import ml_collections
 
-from jaxsvr import config_checks, models, objectives
+from jaxsvr import models, objectives
 from jaxsvr.annotations import activitynet, kitchen, load, msrvtt, youcook2
 from jaxsvr.annotations.captioned import CaptionedVideos
 from jaxsvr.annotations.load import Annotations
@@ -42,6 +42,7 @@ from jaxsvr.inputs import splits as splits_lib
 from jaxsvr.inputs.model_inputs import ModelInputs
 from jaxsvr.relevance import caption_classes, split_relevance
 from jaxsvr.relevance.split_relevance import RelevanceSpec
+from jaxsvr.train import checks
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -59,7 +60,7 @@ def build(config: ml_collections.ConfigDict) -> Run:
     objectives.check_name(config)
     fields = models.text_fields(config)
     splits = load_splits(config.data, fields, models.video_input(config))
-    config_checks.check_data(config, splits, fields)  # before anything is written
+    checks.check_data(config, splits, fields)  # before anything is written
     d = config.data
     splits = validation.carve(
         splits,

@@ -38,7 +38,7 @@ from tensorboardX.event_file_writer import EventsWriter
 from tensorboardX.proto import event_pb2, summary_pb2
 
 from jaxsvr.files import json_text, locations
-from jaxsvr.workdir import write_bytes, write_text
+from jaxsvr.runtime.workdir import write_bytes, write_text
 
 
 def _to_python(value: object) -> int | float:
