@@ -25,9 +25,9 @@ official relevancy matrix; `--relevance` may be that matrix's public pickle,
 
 `--backend auto` (default) imports JAX only when a JAX accelerator plugin is installed (a
 CUDA/ROCm plugin, libtpu), and uses it when JAX then finds that accelerator; otherwise the
-NumPy engine runs and JAX is never imported (~0.5 s saved). Inputs are memory-mapped.
-The process keeps freed memory for reuse and, on AMD Zen 4 CPUs, uses NumPy's AVX2 sort
-(`jaxsvr.runtime.process_tuning`: together ~2x faster there).
+NumPy engine runs and JAX is never imported. Inputs are memory-mapped. The process keeps
+freed memory for reuse and, on AMD Zen 4 CPUs, uses NumPy's AVX2 sort
+(`jaxsvr.runtime.process_tuning`; what each saves: docs/benchmarks.md#evaluation).
 """
 
 from __future__ import annotations

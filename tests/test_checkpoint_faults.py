@@ -26,8 +26,9 @@ import orbax.checkpoint as ocp
 import pytest
 from train_runs import ROOT, cpu_env, final, main_command, run_main, train_losses
 
-from jaxsvr.checkpoints import reads
+from jaxsvr.checkpoints import layout, reads
 from jaxsvr.checkpoints.manager import all_finite
+from jaxsvr.errors import InputError
 
 TIMINGS = {"eval_seconds", "train_seconds", "train_steps", "steps_per_sec", "host_wait"}
 
@@ -344,3 +345,25 @@ def test_a_damaged_checkpoint_is_one_error_line_at_every_entry_point(reference, 
     assert len(shown) == 1 and shown[0].startswith("error: "), r.stderr[-3000:]
     assert "cannot read checkpoint" in shown[0] and str(workdir / "best" / "28") in shown[0]
     assert "Traceback" not in r.stderr and not (tmp_path / "new").exists()
+
+
+# What a reader of parameters (retrieve, the rescore job, the warm start) says of a damaged
+# best/28: the screen the trainer runs comes first, then the read and the finiteness check.
+PARAMETER_READS = {
+    "garbage _CHECKPOINT_METADATA": "is unusable (its _CHECKPOINT_METADATA is not a JSON object)",
+    "missing default/": "is unusable (it has no default/ folder",
+    "emptied step folder": "is unusable (it has no default/ folder",
+    "missing default/manifest.ocdbt": "cannot read checkpoint",
+    "non-finite state": "holds non-finite parameters",
+}
+
+
+@pytest.mark.parametrize("kind", list(PARAMETER_READS))
+def test_parameter_reads_screen_the_checkpoint_first(reference, tmp_path, kind):
+    workdir = _copy(reference, tmp_path)
+    DAMAGE[kind](workdir / "best" / "28")
+    with pytest.raises(InputError, match="pick another --checkpoint") as e:
+        layout.restore_params(layout.find_checkpoint(workdir, "best"))
+    assert f"checkpoint {workdir / 'best' / '28'}" in str(e.value)
+    assert PARAMETER_READS[kind] in str(e.value)
+    assert layout.restore_params(layout.find_checkpoint(workdir, "latest"))  # 28 is intact

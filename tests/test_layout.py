@@ -26,9 +26,7 @@ RANKS = {
     "runs": 12,
     "analysis": 13,
     # the `python -m` commands
-    **dict.fromkeys(
-        ("main", "evaluate", "retrieve", "submit", "features", "plot", "__init__"), 14
-    ),
+    **dict.fromkeys(("main", "evaluate", "retrieve", "submit", "features", "plot", "__init__"), 14),
 }
 MODULES = sorted(PACKAGE.rglob("*.py"))
 

@@ -5,7 +5,7 @@ import pytest
 
 from jaxsvr import configs
 from jaxsvr.errors import InputError
-from jaxsvr.train import optim
+from jaxsvr.train import checks, optim
 
 
 def schedule(**kw):
@@ -26,11 +26,11 @@ def test_warmup_fraction_overrides_steps():
 
 
 def test_constant_and_unknown():
-    c = configs.base().optimizer
-    assert float(optim.schedule(c, 10)(7)) == pytest.approx(c.lr)
-    c.schedule = "step"
-    with pytest.raises(InputError, match="schedule"):
-        optim.schedule(c, 10)
+    c = configs.base()
+    assert float(optim.schedule(c.optimizer, 10)(7)) == pytest.approx(c.optimizer.lr)
+    c.optimizer.schedule = "step"  # checked with the config, before any data
+    with pytest.raises(InputError, match="unknown config.optimizer.schedule 'step'"):
+        checks.check_train(c)
 
 
 def test_warmup_then_cosine_to_a_floor():
@@ -38,5 +38,7 @@ def test_warmup_then_cosine_to_a_floor():
     lr = schedule(schedule="warmup_cosine", warmup_fraction=0.2, final_lr=0.1)
     got = [float(lr(s)) for s in (0, 10, 20, 60, 100, 150)]
     assert got == pytest.approx([0, 0.5, 1, 0.55, 0.1, 0.1])
+    c = configs.base()
+    c.optimizer.update(lr=1.0, schedule="warmup_cosine", final_lr=2.0)
     with pytest.raises(InputError, match="final_lr = 2.0 is above"):
-        schedule(schedule="warmup_cosine", final_lr=2.0)
+        checks.check_train(c)

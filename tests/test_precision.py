@@ -5,8 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxsvr import configs
 from jaxsvr.errors import InputError
 from jaxsvr.runtime import precision
+from jaxsvr.train import checks
 
 
 @pytest.mark.parametrize("name", ["default", "highest", "high", "tensorfloat32"])
@@ -19,8 +21,10 @@ def test_scope_sets_the_jax_default_and_restores_it(name):
 
 
 def test_unknown_name_is_an_input_error_naming_the_key():
+    c = configs.base()
+    c.matmul_precision = "fast"
     with pytest.raises(InputError, match="config.matmul_precision 'fast'"):
-        precision.scope("fast")
+        checks.check_train(c)
 
 
 @pytest.mark.parametrize("name, want", [("highest", "HIGHEST"), ("default", "DEFAULT")])

@@ -159,8 +159,7 @@ def test_the_folder_s_own_classes_and_relevance_win_and_are_reported(public, tmp
     [
         ({"data__allow_pickle": False}, "is a JPoSE data folder of pickles"),
         ({"data__features": ""}, "reads the frozen text features of a public JPoSE data folder"),
-        ({"model__text_input": "glove"}, "unknown config.model.text_input 'glove'"),
-    ],
+    ],  # an unknown model.text_input: check_train (tests/test_train_config_errors.py)
 )
 def test_jpose_folder_bad_settings_are_one_line(public, change, says):
     root, _ = public

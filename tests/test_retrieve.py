@@ -18,9 +18,10 @@ import pytest
 from train_runs import config, run_retrieve
 
 from jaxsvr import retrieve
+from jaxsvr.checkpoints.layout import find_checkpoint
 from jaxsvr.errors import InputError
 from jaxsvr.inputs import queries, text
-from jaxsvr.runs.gallery import Gallery, Retriever, TrainedRun, find_checkpoint
+from jaxsvr.runs.gallery import Gallery, Retriever, TrainedRun
 from jaxsvr.train import loop
 
 MODELS = {

@@ -15,9 +15,10 @@ import pytest
 from train_runs import config, run_retrieve
 
 from jaxsvr import retrieve
+from jaxsvr.checkpoints.layout import find_checkpoint, restore_params
 from jaxsvr.errors import InputError
 from jaxsvr.runs import rescore
-from jaxsvr.runs.gallery import Gallery, TrainedRun, find_checkpoint, restore_params
+from jaxsvr.runs.gallery import Gallery, TrainedRun
 from jaxsvr.train import loop
 
 QUERY = "take the plate"

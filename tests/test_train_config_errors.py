@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 from train_runs import ROOT, cpu_env, jsonl, train_losses
 
-from jaxsvr import configs
+from jaxsvr import annotations, configs
 from jaxsvr.errors import InputError
 from jaxsvr.runtime.workdir import Workdir
-from jaxsvr.train import loop
+from jaxsvr.train import loop, pipeline
 
 CONFIG = f"{ROOT}/configs/epic_jpose.py:runlocal"
 CONTRA = f"{ROOT}/configs/epic_contra.py:runlocal"
@@ -145,6 +145,39 @@ BAD_VALUES = [
     ("val_fraction_1", ["--config.data.val_fraction=1.0"], "new", "data.val_fraction"),
     ("val_all_videos", ["--config.data.val_videos=6"], "existing", "leaves no training video"),
     ("early_stop_no_val", ["--config.train.early_stop_evals=3"], "new", "validation split"),
+    # names, checked against the choices of the stage that reads them (checks.CHOICES)
+    ("precision_unknown", ["--config.matmul_precision=fast"], "new", "matmul_precision 'fast'"),
+    ("format_unknown", ["--config.data.format=youtube"], "new", "data.format 'youtube'"),
+    ("train_captions_unknown", ["--config.data.train_captions=some"], "new", "'all' = every"),
+    ("train_relevance_unknown", ["--config.data.train_relevance=both"], "new", "'both'"),
+    ("pos_source_unknown", ["--config.data.pos_source=nltk"], "new", "data.pos_source 'nltk'"),
+    ("model_unknown", ["--config.model.name=clip"], "new", "config.model.name 'clip'"),
+    ("text_input_unknown", ["--config.model.text_input=glove"], "new", "text_input 'glove'"),
+    ("loss_unknown", ["--config.loss.name=arcface"], "existing", "loss.name 'arcface'"),
+    ("margin_unknown", ["--config.loss.margin=soft"], "new", "config.loss.margin 'soft'"),
+    ("distance_unknown", ["--config.loss.distance=l1"], "new", "config.loss.distance 'l1'"),
+    ("pair_type_unknown", ["--config.loss.pair_weights.xv=1.0"], "new", "pair_weights.xv"),
+    ("pairing_unknown", ["--config.sampler.pairing=random"], "new", "pairing 'random'"),
+    ("positives_unknown", ["--config.sampler.positives=maybe"], "new", "positives 'maybe'"),
+    ("optimizer_unknown", ["--config.optimizer.name=lamb"], "new", "optimizer.name 'lamb'"),
+    ("schedule_unknown", ["--config.optimizer.schedule=step"], "new", "schedule 'step'"),
+    ("eval_positives_unknown", ["--config.eval.positives=instance"], "new", "eval.positives"),
+    # values that must fit each other, and sections checked by their own spec
+    (
+        "relevant_pairing_with_triplets",
+        ["--config.sampler.pairing=relevant"],
+        "new",
+        "config.sampler.pairing = 'relevant' does not fit config.loss.name = 'triplet'",
+    ),
+    (
+        "final_lr_above_lr",
+        ["--config.optimizer.schedule=warmup_cosine", "--config.optimizer.final_lr=0.5"],
+        "new",
+        "final_lr = 0.5 is above config.optimizer.lr = 0.01",
+    ),
+    ("synthetic_block_0", ["--config.data.synthetic.block_dim=0"], "new", "config.data.synthetic:"),
+    ("synthetic_text_dim_0", ["--config.data.synthetic_text.dim=0"], "new", "synthetic_text: dim"),
+    ("modalities_unknown", ["--config.data.modalities=depth"], "new", "modalities = 'depth'"),
     ("missing_config_file", ["CONFIG=configs/nope.py"], "new", "configs/nope.py"),
     ("workdir_empty", [], "empty", "--workdir is empty"),
     ("workdir_is_a_file", [], "file", "is a file"),
@@ -243,6 +276,11 @@ def test_bad_value_in_process_is_one_line_and_changes_nothing(tmp_path, flags, w
     line = str(e.value)
     assert "\n" not in line and expect in line, line
     assert tree(tmp_path) == before
+
+
+def test_every_checked_format_has_a_loader():
+    """check_train takes the annotations stage's format names; the pipeline loads each."""
+    assert tuple(pipeline.FORMATS) == annotations.FORMATS
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")

@@ -12,7 +12,7 @@ from train_runs import config, jsonl
 from jaxsvr.annotations import kitchen, msrvtt
 from jaxsvr.annotations.captioned import CaptionedVideos
 from jaxsvr.errors import InputError
-from jaxsvr.train import loop, pipeline
+from jaxsvr.train import checks, loop, pipeline
 
 
 @pytest.mark.parametrize(
@@ -181,5 +181,5 @@ def test_batch_relevance_scores_videos_against_their_captions():
     assert np.all(np.diagonal(same.objective.host_batch(0, 0, 16)["rel"][:, 0, :]) == 1)
     with pytest.raises(InputError, match="needs train rows that are captions"):
         pipeline.build(config("epic_hgr", "ran,runlocal", data__train_relevance="caption"))
-    with pytest.raises(InputError, match="use 'video' or 'caption'"):
-        pipeline.build(config("msrvtt_hgr", "runlocal", data__train_relevance="both"))
+    with pytest.raises(InputError, match="unknown config.data.train_relevance 'both'"):
+        checks.check_train(config("msrvtt_hgr", "runlocal", data__train_relevance="both"))

@@ -12,6 +12,7 @@ from jaxsvr.errors import InputError
 from jaxsvr.inputs import validation
 from jaxsvr.relevance import class_relevance
 from jaxsvr.train import loop, pipeline
+from jaxsvr.train.selection import Selection
 
 TIMINGS = {"eval_seconds", "train_seconds", "train_steps", "steps_per_sec", "host_wait"}
 
@@ -36,7 +37,7 @@ def test_whole_videos_move_to_validation_with_their_inputs(epic_splits):
     rows = [i for i, v in enumerate(train.clips.video_id) if v in held]
     assert out.train.clips.narration_id == [train.clips.narration_id[i] for i in keep]
     np.testing.assert_array_equal(out.train.video, train.video[keep])
-    for field, values in loop.text.items():
+    for field, values in train.text.items():
         np.testing.assert_array_equal(out.train.text[field], values[keep])
     # validation clips: the held rows, in order, with their features
     assert val.clips.narration_id == [train.clips.narration_id[i] for i in rows]
@@ -46,7 +47,7 @@ def test_whole_videos_move_to_validation_with_their_inputs(epic_splits):
     narrations = [train.clips.narration[i] for i in rows]
     firsts = sorted({n: narrations.index(n) for n in narrations}.values())
     np.testing.assert_array_equal(val.sentence_rows, firsts)
-    np.testing.assert_array_equal(val.text["caption"], loop.text["caption"][np.take(rows, firsts)])
+    np.testing.assert_array_equal(val.text["caption"], train.text["caption"][np.take(rows, firsts)])
     clips = train.clips.take(rows)
     want = class_relevance(
         clips.verb_classes,
@@ -68,8 +69,7 @@ def test_the_draw_is_seeded_and_sized():
     assert len(draws) > 1
     with pytest.raises(InputError, match="leaves no training video of 10"):
         validation.choose_videos(ids, videos=10)
-    with pytest.raises(InputError, match="give one of them"):
-        validation.choose_videos(ids, videos=2, fraction=0.5)
+    # both val_videos and val_fraction: check_train (tests/test_train_config_errors.py)
 
 
 def test_nothing_is_carved_by_default(epic_splits):
@@ -150,6 +150,42 @@ def test_early_stop_and_a_rerun_resumes_into_the_stop(stopped_run):
     assert strip(again) == strip(out)
     assert max(r["step"] for r in jsonl(workdir)) == stop  # nothing trained past the stop
     assert strip(final(workdir)) == strip(out)
+
+
+class _Best:
+    """A checkpointer's best/ side: keeps the first of the highest `metric`."""
+
+    metric = "ndcg_avg"
+
+    def __init__(self):
+        self.best_step, self.best_record = None, {}
+
+    def save_best(self, step, state, metrics, extra=None):
+        if self.best_record and metrics[self.metric] <= self.best_record[self.metric]:
+            return
+        self.best_step = step
+        self.best_record = {self.metric: metrics[self.metric], **(extra or {})}
+
+
+def test_selection_is_configured_when_built():
+    ckpt = _Best()
+    s = Selection(ckpt, metric="ndcg_avg", early_stop_evals=2, eval_every=5, has_val=True)
+    for step, value in [(5, 0.3), (10, 0.5), (15, 0.4), (20, 0.4)]:
+        s.see(step, None, {"step": step, "ndcg_avg": 1.0}, {"step": step, "ndcg_avg": value})
+        assert s.stopped(step) == (step == 20), step  # two evaluations after the best
+    assert not s.stopped(21)  # not an evaluation step
+    out = s.report()
+    assert out["selected"] == {"step": 10, "val_ndcg_avg": 0.5, "test": {"ndcg_avg": 1.0}}
+    assert out["early_stop_step"] == 20 and out["val"] == {"ndcg_avg": 0.4}
+    s.seen_again({"step": 20, "ndcg_avg": 0.45})  # a rerun re-evaluates the final state
+    assert s.report()["val"] == {"ndcg_avg": 0.45}
+    never = Selection(ckpt, metric="ndcg_avg", early_stop_evals=0, eval_every=5, has_val=True)
+    assert not never.stopped(20)
+
+
+def test_itstime_every_and_at_the_last_step():
+    assert [s for s in range(1, 13) if loop.itstime(s, 5, 12)] == [5, 10, 12]
+    assert [s for s in range(1, 4) if loop.itstime(s, 1, 3)] == [1, 2, 3]
 
 
 @pytest.mark.parametrize(

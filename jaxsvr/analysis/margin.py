@@ -22,7 +22,7 @@ import numpy as np
 from jaxsvr.analysis.mining import plot_fractions
 from jaxsvr.errors import InputError
 from jaxsvr.objectives.triplet import TripletObjective
-from jaxsvr.train import pipeline
+from jaxsvr.train import checks, pipeline
 
 
 def triplet_margins(config: ml_collections.ConfigDict, epoch: int = 0) -> dict[str, np.ndarray]:
@@ -31,6 +31,7 @@ def triplet_margins(config: ml_collections.ConfigDict, epoch: int = 0) -> dict[s
     Raises:
       InputError: the config's loss is not the triplet loss.
     """
+    checks.check_train(config)
     run = pipeline.build(config)
     objective = run.objective
     if not isinstance(objective, TripletObjective):

@@ -31,7 +31,7 @@ from jaxsvr.objectives.base import embed
 from jaxsvr.objectives.batch import BatchObjective
 from jaxsvr.relevance.analysis import pyplot
 from jaxsvr.runtime import parallel
-from jaxsvr.train import batches, loop, optim, pipeline
+from jaxsvr.train import batches, checks, loop, optim, pipeline
 
 
 def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1) -> np.ndarray:
@@ -41,6 +41,7 @@ def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1)
     Raises:
       InputError: the config's loss is not a batch loss.
     """
+    checks.check_train(config)
     mesh = parallel.make_mesh(config.mesh.data)
     run = pipeline.build(config)
     objective, model = run.objective, run.model

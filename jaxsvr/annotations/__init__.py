@@ -8,6 +8,8 @@
 - `class_sets`: ragged verb/noun class sets (CSR), multi-caption aggregation (rho).
 - `load`: `Annotations` and the EPIC-style sources (folder, built-in).
 
-A new dataset gets a reader here and a name in `jaxsvr.train.pipeline.FORMATS`
-(`config.data.format`).
+A new dataset gets a reader here, its name in `FORMATS` (`config.data.format`) and its
+loader in `jaxsvr.train.pipeline.FORMATS`.
 """
+
+FORMATS = ("epic100", "youcook2", "msrvtt", "activitynet")  # config.data.format

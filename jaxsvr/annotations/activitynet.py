@@ -14,24 +14,15 @@ the file, so ids trace back to the file whatever the order.
 `read(folder)` reads both files of a folder (`config.data.annotations` with
 `config.data.format = "activitynet"`); `read_split(path, split)` one file.
 
-What the public release holds, and what the reader does with it. `train.json` has 261
-timestamps that end after their video's duration (by at most 0.01 s: rounding), 2 that
-start after their end ([61.29, 60.71]) and 2 of zero length; `val_1.json` 134 ends
-beyond the duration and nothing else (counted on the copy in microsoft/VideoX,
-`2D-TAN/data/ActivityNet`). Refusing such files would refuse the dataset, so:
-- an end beyond the duration is clamped to the duration, as the moment-localization
-  loaders do (2D-TAN, microsoft/VideoX `2D-TAN/lib/datasets/activitynet.py`:
-  `min(end, duration)`);
-- a start after its end is swapped with it, as COOT does when it reads the release for
-  the features ConTra uses (simon-ging/coot-videotext `data_read_activitynet_meta.py`);
-  2D-TAN drops such pairs instead, but ConTra's counts (37,421 / 17,505) keep every pair,
-  and real feature files hold one row per pair, so none is dropped;
-- a zero-length timestamp is a clip like any other (COOT keeps it).
-Each file that needed a clamp or a swap says so in one log line (counts and the first
-case). What no loader can mend is refused with `InputError` naming the file, the video
-and the index: timestamps and sentences of different lengths, a negative time, a start
-beyond the duration, a time that is not a number, an empty or whitespace-only sentence,
-a video in both files, and (`captioned.load_json`) a video id or entry key written twice.
+The public release holds timestamps no reader should refuse, so none is dropped: an end
+beyond the duration is clamped to it (as 2D-TAN's loader does), a start after its end is
+swapped with it (as COOT does), and a zero-length timestamp is a clip like any other; each
+file that needed a clamp or a swap says so in one log line (counts and the first case;
+what the release holds and why: docs/data.md). What no loader can mend is refused with
+`InputError` naming the file, the video and the index: timestamps and sentences of
+different lengths, a negative time, a start beyond the duration, a time that is not a
+number, an empty or whitespace-only sentence, a video in both files, and
+(`captioned.load_json`) a video id or entry key written twice.
 """
 
 from __future__ import annotations

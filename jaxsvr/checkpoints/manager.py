@@ -1,10 +1,11 @@
 """orbax checkpoints in the workdir: the latest few for resuming, the best by a metric.
 
-- `WORKDIR/checkpoints/<step>`: the train state every `every_steps` steps and at the end,
-  keeping the `keep` most recent. Rerunning the same command restores the newest usable
-  one (restore order: resume from the workdir -> scratch); batch order and randomness are
-  pure functions of (seed, step), so a resumed run continues exactly as the uninterrupted
-  run.
+- `WORKDIR/checkpoints/<step>`: the train state when the trainer saves (every
+  `config.checkpoint.every_steps` steps and at the end), keeping the `keep` most recent
+  (the folders' layout: `jaxsvr.checkpoints.layout`). Rerunning the same command restores
+  the newest usable one (restore order: resume from the workdir -> scratch); batch order
+  and randomness are pure functions of (seed, step), so a resumed run continues exactly as
+  the uninterrupted run.
 - `WORKDIR/best/<step>`: the state at the evaluation with the best `metric` (one kept).
 Saves are asynchronous; orbax writes each into a temporary folder and renames it when
 complete, so a process killed mid-save leaves the previous checkpoint intact (unfinished
@@ -32,9 +33,7 @@ difference, never a fallback.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -45,12 +44,12 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
+from jaxsvr.checkpoints import layout
 from jaxsvr.checkpoints.reads import reads_that_finish
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
 
 UNUSABLE = "unusable"  # WORKDIR/unusable/: checkpoints moved aside
-_STEP_METADATA = "_CHECKPOINT_METADATA"  # orbax's per-step JSON, read when a manager starts
 
 
 class _Unusable(Exception):
@@ -73,22 +72,13 @@ _all_finite = jax.jit(all_finite)
 class Checkpointer:
     """Args:
     workdir: the run folder.
-    every_steps: save interval for `checkpoints/`.
-    keep: how many recent checkpoints to keep.
+    keep: how many recent checkpoints to keep (>= 1, `config.checkpoint.keep`).
     metric: the evaluation metric that picks `best/` ("" disables it).
     mode: "max" or "min" for `metric`.
     """
 
-    def __init__(
-        self, workdir: str | Path, *, every_steps: int, keep: int, metric: str, mode: str = "max"
-    ):
-        if every_steps < 1 or keep < 1:
-            raise InputError(
-                "config.checkpoint.every_steps and config.checkpoint.keep must be >= 1, got "
-                f"{every_steps} and {keep}"
-            )
+    def __init__(self, workdir: str | Path, *, keep: int, metric: str, mode: str = "max"):
         self.workdir = locations.for_orbax(locations.locate(workdir))
-        self.every_steps = every_steps
         self.metric = metric
         self.moved = 0  # checkpoints/ folders moved aside in this run
         self._barriers = 0
@@ -156,9 +146,6 @@ class Checkpointer:
             logging.info("checkpoint: none in %s: training from scratch", self.latest.directory)
         return None
 
-    def should_save(self, step: int) -> bool:
-        return step % self.every_steps == 0
-
     def save(self, step: int, state: Any) -> None:
         """Saves `state`, which the caller has checked is finite."""
         if self.latest.latest_step() != step:
@@ -189,12 +176,12 @@ class Checkpointer:
         if not steps:
             return
         step = max(steps)
-        path = self.workdir / "best" / str(step) / "metrics" / "metrics"
+        record = layout.best_metrics(self.workdir / "best" / str(step))
         try:
-            record = json.loads(path.read_bytes())
-            self.best_step, self.best_record = step, {k: float(v) for k, v in record.items()}
-        except (OSError, ValueError, TypeError):  # screened already; unreadable now: none
-            self.best_step, self.best_record = None, {}
+            record = {k: float(v) for k, v in record.items()}
+        except (ValueError, TypeError):  # screened already; unreadable now: none
+            record = {}
+        self.best_step, self.best_record = (step, record) if record else (None, {})
 
     def close(self) -> None:
         for manager in (self.latest, self.best):
@@ -206,9 +193,8 @@ class Checkpointer:
         """Moves aside the step folders of `folder` whose files an orbax manager reads when
         it starts (or that hold no state at all) and that are damaged."""
         root = self.workdir / folder
-        names = [p.name for p in root.iterdir()] if root.is_dir() else []
-        for step in sorted(int(name) for name in names if name.isdigit()):
-            why = _damage(root / str(step), metric)
+        for step in layout.steps(root, folders_only=False):
+            why = layout.damage(root / str(step), metric)
             if why is not None:
                 self._move_aside(root, step, why)
         self._sync()  # every process starts its manager after the moves
@@ -255,30 +241,6 @@ def _barriers(name: str) -> ocp.options.MultiprocessingOptions:
     managers' saves finish on background threads at the same time, and orbax's barriers
     of the same name would collide ("Barrier ... is already ongoing")."""
     return ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=f"jaxsvr-{name}")
-
-
-def _damage(path: Path, metric: str | None) -> str | None:
-    """Why the step folder `path` is damaged in a way that would stop an orbax manager (or
-    holds no state at all), else None. `metric`: the value best/'s metrics must hold."""
-    meta = path / _STEP_METADATA
-    if meta.exists():  # older orbax versions wrote none
-        try:
-            readable = isinstance(json.loads(meta.read_bytes()), dict)
-        except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError too
-            readable = False
-        if not readable:
-            return f"its {_STEP_METADATA} is not a JSON object"
-    if not (path / "default").is_dir():
-        return "it has no default/ folder, which holds the saved state"
-    if metric is not None:
-        try:
-            value = json.loads((path / "metrics" / "metrics").read_bytes())[metric]
-            readable = isinstance(value, int | float) and math.isfinite(value)
-        except (OSError, ValueError, KeyError, TypeError):
-            readable = False
-        if not readable:
-            return f"its metrics/metrics file holds no finite {metric!r}"
-    return None
 
 
 def _read(manager: ocp.CheckpointManager, step: int, abstract: Any, path: Path) -> Any:

@@ -34,6 +34,9 @@ from jax.experimental import multihost_utils
 from jaxsvr.evaluation.metrics import evaluate, undefined_metrics
 from jaxsvr.runtime import parallel
 
+# config.eval.positives of R@K and ranks: items with R >= threshold ("class"), or the clips
+# narrated with the sentence ("narration": the `instance` relevance, single-instance retrieval)
+POSITIVES = ("class", "narration")
 # metrics that depend on which items are positives (not nDCG / mAP)
 RECALL_KEYS = ("r1_", "r5_", "r10_", "medr_", "meanr_", "geomean_", "rsum", "excluded_recall_")
 MAP_KEYS = ("map_", "excluded_map_")  # left out with report_map=False

@@ -51,6 +51,7 @@ from jaxsvr.evaluation.query_stats import QueryStats
 
 DIRECTIONS = ("v2t", "t2v")
 ENGINES = ("numpy", "jax")  # jaxsvr.evaluation.<name>_engine.query_stats
+BACKENDS = ("auto", *ENGINES)  # config.eval.backend, `evaluate(backend=)`
 AVERAGED = ("ndcg", "ndcg_exp", "ndcg_nocut", "map", "map_binary")
 
 
@@ -92,13 +93,14 @@ def choose_backend(backend: str, *, import_jax: bool = False) -> str:
 
     Args:
       backend: "auto", "numpy" or "jax".
-      import_jax: for "auto", import JAX to look for an accelerator (~0.5 s; CLIs do
-        this) when an accelerator plugin is installed (`accelerator_plugins`); without one
-        JAX can only run on the CPU, so it is not imported. Otherwise only an already
-        imported JAX is asked, so library calls stay cheap.
+      import_jax: for "auto", import JAX to look for an accelerator (costs start-up
+        time, docs/benchmarks.md#evaluation; CLIs do this) when an accelerator plugin is
+        installed (`accelerator_plugins`); without one JAX can only run on the CPU, so it
+        is not imported. Otherwise only an already imported JAX is asked, so library
+        calls stay cheap.
     """
-    if backend not in ("auto", *ENGINES):
-        raise InputError(f"unknown evaluation backend {backend!r}: use auto, numpy or jax")
+    if backend not in BACKENDS:
+        raise InputError(f"unknown evaluation backend {backend!r}: use one of {BACKENDS}")
     if backend != "auto":
         return backend
     if "jax" not in sys.modules and not (import_jax and accelerator_plugins()):
@@ -185,7 +187,7 @@ def _why_none(key: str, why: dict) -> str:
 
 def _value_ranges(*arrays) -> list[tuple[float, float]]:
     """(min, max) of each array; large NumPy arrays in one thread each (NumPy's reductions
-    release the GIL: 0.02 s instead of 0.04 s at the EK-100 test size)."""
+    release the GIL: docs/benchmarks.md#evaluation)."""
 
     def value_range(a) -> tuple[float, float]:
         return float(a.min()), float(a.max())

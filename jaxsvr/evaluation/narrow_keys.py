@@ -1,9 +1,8 @@
 """The NumPy engine's 32-bit path: rank a block of queries with one uint32 row sort.
 
-NumPy sorts 32-bit keys several times faster than 64-bit ones where its sort runs on AVX2
-(3-3.6x on an Intel Xeon with NumPy's AVX2 code, 4x on the AMD EPYC issue 18 measured;
-2x with AVX-512), so this path keeps the row sort at 32 bits and pays for the relevance
-separately:
+NumPy sorts 32-bit keys several times faster than 64-bit ones, most of all with its AVX2
+code (docs/benchmarks.md#evaluation), so this path keeps the row sort at 32 bits and pays
+for the relevance separately:
 
 1. Each similarity becomes a 31-bit key whose order is *descending* similarity (the
    folded bits of 0 - s, as in the packed path, minus the block's smallest), shifted left

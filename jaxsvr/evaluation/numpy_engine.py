@@ -1,51 +1,25 @@
 """CPU evaluation engine: one SIMD row sort per query, then sparse statistics.
 
-The public EPIC-KITCHENS-100 evaluation argsorts every row and fancy-indexes whole
-matrices (13-28 s and 2.5 GB at the 9668 x 3842 test size on our 2-core CPUs). Here each
-block of queries is ranked by one `np.sort` per row of integer keys, in one of two ways:
+`query_stats(sim, rel)` gives the per-query statistics (`query_stats.QueryStats`) of
+video-to-text (rows) and text-to-video (columns) that `jaxsvr.evaluation.metrics` turns
+into nDCG, mAP and recalls. Blocks of about 4 MB of keys go to a few threads as they
+free up (NumPy's sort and ufuncs release the GIL); text-to-video blocks read S through
+transposed views in tiles, so no transposed copy is made. Each block is ranked by one
+`np.sort` per row of integer keys, in one of two ways with the same statistics bit for
+bit (tested) and the same tie rule (equal similarity: less relevant first):
 
-- **32-bit keys** (`narrow_keys`; blocks whose keys span < 2^31 values, as cosine
-  similarities in [-1, 1] and scores of one sign do): the key is the similarity's order shifted
-  left by one, with the low bit set where R > 0. The flagged positions of the sorted row
-  are the ranks of the relevant items; a second sort of the relevant entries alone (about
-  11% at EK-100) says which relevant item is at each. NumPy sorts 32-bit keys 3-4x faster
-  than 64-bit ones with its AVX2 code (2x with AVX-512), so this path is the default.
-- **Packed 64-bit keys** (the other blocks, or `narrow=False`): described below.
+- **32-bit keys** (`narrow_keys`, the default; blocks whose keys span < 2^31 values, as
+  cosine similarities in [-1, 1] and scores of one sign do): the similarity's order
+  shifted left by one, with the low bit set where R > 0; NumPy sorts 32-bit keys several
+  times faster than 64-bit ones.
+- **Packed 64-bit keys** (the other blocks, or `narrow=False`; `_block_stats`): the
+  similarity's order-preserving bits in the high half of an int64, the relevance's float
+  bits in the low half, so the sorted keys carry the ranked relevance: no argsort, no
+  gather, and ties are neighbours with equal high halves.
 
-Both give the same statistics bit for bit (tested) with the shared tie rule (equal
-similarity: less relevant first). The packed path, per block of query rows:
-
-1. Each similarity becomes the high 32 bits of an int64 key whose signed order is
-   *descending* similarity: the bits c of 0 - s (-0.0 and 0.0 both become +0.0) with the
-   magnitude of negatives flipped, c ^ ((c >> 31) & 0x7FFFFFFF). The relevance's float
-   bits (monotone for r >= 0) fill the low 32 bits. Both halves are written into the key
-   buffer through strided views (no widening pass); the folding runs on a contiguous int32
-   copy first (strided ufuncs are not vectorised) and its last step writes the high halves.
-2. One `np.sort` of those int64 per row (SIMD sort) yields the ranking with the tie rule,
-   and the ranked relevance is the low half: no argsort, no gather, no search. Ties are
-   neighbours with equal high halves.
-3. Only items with r > 0 enter any metric (about 11% at EK-100), so the ranked block is
-   reduced to its entries with a non-zero low half (a boolean nonzero, 4x faster than a
-   float nonzero; per-row counts by `searchsorted` on those flat indices) and
-   `query_stats.sparse_stats` computes DCG, AP and first positives from them.
-
-Where the time goes (EK-100 test size, one thread, Intel Xeon, NumPy's AVX2 code): packed,
-the row sorts half of 1.4 s; 32-bit, 1.1 s: the row sorts a fifth, the sparse statistics a
-fifth, the sort of the relevant entries a seventh, key folding and the transposed reads
-of S for text-to-video a seventh, finding relevant entries and flagged positions the rest.
-
-Sorting float32 similarities and placing the relevant items with `searchsorted` (issue
-18's first idea) was measured too: the per-row searches cost what the narrower sort saves
-(docs/benchmarks.md); the flag bit makes the search unnecessary.
-
-Blocks are sized to ~4 MB of packed keys (cache-sized; fresh large buffers cost page
-faults on small VMs) and handed to a few threads as they free up: NumPy's sort and ufuncs
-release the GIL. Blocks of both directions share one pool and each thread's scratch
-buffers (both directions' blocks hold about as many items); text-to-video blocks are
-columns of S read through transposed views in tiles of 512 items (3x faster than whole
-transposed rows), so no full transposed copy is made; the 32-bit path reads their
-relevance as a column stripe in its own layout. Per-query sums use `np.add.reduceat` over
-each query's entries (15x faster than a weighted `np.bincount`).
+Only items with R > 0 enter any metric (about 11% at EK-100), so after the sort only those
+entries are visited (`query_stats.sparse_stats`). Timings, where the time goes and the
+variants measured and dropped: docs/benchmarks.md#evaluation.
 """
 
 from __future__ import annotations
@@ -60,7 +34,7 @@ import numpy as np
 from jaxsvr.evaluation import narrow_keys
 from jaxsvr.evaluation.query_stats import QueryStats, sparse_stats
 
-_BLOCK_BYTES = 4 << 20
+_BLOCK_BYTES = 4 << 20  # packed keys per block: cache-sized; fresh large buffers cost page faults
 _TILE = 512  # items per tile when a block is read through a transposed view
 _LO, _HI = (0, 1) if sys.byteorder == "little" else (1, 0)  # int32 halves of an int64
 _MAGNITUDE = np.int32(0x7FFFFFFF)
@@ -179,7 +153,8 @@ def _block_stats(
         np.bitwise_xor(bits, fold, out=high)
     _copy(r, low.view(np.float32))  # relevance bits, -0.0 -> 0.0
     keys.sort(axis=1)
-    # Tied: neighbours with equal similarity (high halves); relevant: non-zero low halves.
+    # Tied: neighbours with equal similarity (high halves); relevant: non-zero low halves,
+    # found through a boolean mask (faster than a float nonzero: docs/benchmarks.md#evaluation).
     np.equal(high[:, 1:], high[:, :-1], out=mask[:, 1:])
     tied = mask[:, 1:].any(axis=1)
     np.not_equal(low, 0, out=mask)
@@ -196,7 +171,7 @@ def _block_stats(
 def _copy(src: np.ndarray, out: np.ndarray, *, negate: bool = False) -> None:
     """out = src + 0.0, or 0.0 - src: either way -0.0 becomes +0.0. A source read through
     a transposed view (text-to-video blocks) is copied in tiles of items: whole-row copies
-    would walk its columns across the cache (3x slower at EK-100)."""
+    would walk its columns across the cache (docs/benchmarks.md#evaluation)."""
     if src.strides[1] <= src.strides[0]:
         tiles = [np.s_[:, :]]
     else:

@@ -181,8 +181,8 @@ def sparse_stats(
 
 
 class _Segments:
-    """Per-query sums of entries grouped by query (`np.add.reduceat`, 15x faster than a
-    weighted bincount); queries without entries sum to 0."""
+    """Per-query sums of entries grouped by query (`np.add.reduceat`: faster than a
+    weighted bincount, docs/benchmarks.md#evaluation); queries without entries sum to 0."""
 
     def __init__(self, count: np.ndarray, first: np.ndarray):
         self.count, self.first = count, first  # entries of each query, its first entry

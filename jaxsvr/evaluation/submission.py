@@ -15,13 +15,11 @@ The `sls_*` entries are the self-reported supervision levels of the challenge's 
 script declares for a method trained on frozen features with the EK-100 labels, and the
 defaults here (override them for another method).
 
-`write` produces that object without pandas: the two ids become exactly what pickling a
-`pandas.Index` of strings (object dtype) named "narration_id" writes
-(`pandas.core.indexes.base._new_Index` applied to `pandas.Index` and its data: the same
-bytes as `pd.to_pickle` of pandas 3; pandas 1 and 2 name the class by its module), so
-`pd.read_pickle` of any of them returns the same dict as for the JPoSE script's file,
-and jaxsvr does not depend on pandas. The file is written whole
-(a temporary file renamed into place).
+`write` produces that object without pandas, the same bytes as `pd.to_pickle` of pandas 3
+(each id list pickled as `pandas.core.indexes.base._new_Index` of an object-dtype Index
+named "narration_id"; pandas 1 and 2 name the class by its module), so `pd.read_pickle`
+returns the same dict as for the JPoSE script's file. The file is written whole (a
+temporary file renamed into place).
 
 `read` is the other way: pickles run code when loaded, so it needs `allow_pickle=True`,
 and even then it unpickles with a whitelist (NumPy arrays and dtypes; pandas' Index, of

@@ -18,17 +18,12 @@ looks for them in a features folder (`--config.data.features`):
 looks for `{split}_mean.npy` first and averages per-segment features over T (chunk by
 chunk, said in the log); `"segments"` keeps [N, T, D] as stored.
 
-The public pickle layout, as the baseline code reads it
-(mwray/Joint-Part-of-Speech-Embeddings, src/datasets/mmen_dataset.py:
-`np.array(pd.read_pickle(".../EPIC_100_retrieval_{split}_features_mean.pkl")["features"])`)
-is a dict whose `features` entry is the (N, 3072) temporal mean of the TBN RGB | Flow |
-Audio features, 1024 each, in that order (aranciokov/RelevanceMargin-ICMR22,
-src/datasets/mmen_dataset.py, takes `[:, :1024]` for RGB only and `[:, :2048]` for
-RGB+Flow). The raw per-segment release (README of the same repository and of
-epic-kitchens/C5-Multi-Instance-Retrieval) is a dict of `RGB`, `Flow` and `Audio`
-arrays, each (N, 25, 1024); those are concatenated in RGB | Flow | Audio order, giving
-(N, 25, 3072). A pickled plain ndarray is accepted too. Rows follow
-`EPIC_100_retrieval_{train,test}.pkl`, the same order as the retrieval CSVs.
+The public pickles: the mean one is a dict whose `features` entry is (N, 3072), the
+temporal mean of the TBN RGB | Flow | Audio features, 1024 each, in that order; the
+per-segment one a dict of `RGB`, `Flow` and `Audio` arrays, each (N, 25, 1024), joined in
+that order into (N, 25, 3072); a pickled plain ndarray is accepted too. Rows follow
+`EPIC_100_retrieval_{train,test}.pkl`, the same order as the retrieval CSVs (which public
+code reads them how: docs/data.md#the-public-ek-100-files).
 
 Every problem is an `InputError` naming the file: missing, empty or corrupt file (headers
 are checked against the file size before anything is read, `jaxsvr.files.arrays`), wrong
@@ -279,6 +274,23 @@ def _first_line(error: BaseException) -> str:
 MODALITIES = ("rgb", "flow", "audio")  # TBN's blocks, in feature order (synthetic too)
 
 
+def modality_names(modalities: str) -> tuple[str, ...]:
+    """The blocks `modalities` names ("all", or a comma-separated subset of `MODALITIES`).
+
+    Raises:
+      ValueError: neither "all" nor distinct names of `MODALITIES` (`jaxsvr.train.checks`
+        says so for `config.data.modalities` before any data is read).
+    """
+    if modalities == "all":
+        return MODALITIES
+    names = tuple(m.strip() for m in str(modalities).split(",") if m.strip())
+    if not names or set(names) - set(MODALITIES) or len(set(names)) != len(names):
+        raise ValueError(
+            f"use 'all' or distinct names among {','.join(MODALITIES)}, comma-separated"
+        )
+    return names
+
+
 def select_modalities(videos: tuple[np.ndarray, ...], modalities: str) -> tuple[np.ndarray, ...]:
     """The columns of the feature blocks `modalities` names ("all", or a comma-separated
     subset of `MODALITIES`: "rgb", "rgb,flow"), in feature order, from each array of
@@ -286,13 +298,8 @@ def select_modalities(videos: tuple[np.ndarray, ...], modalities: str) -> tuple[
     features and the synthetic ones). The relevance-margin paper's modality ablation."""
     if modalities == "all":
         return videos
-    names = [m.strip() for m in str(modalities).split(",") if m.strip()]
+    names = modality_names(modalities)
     width = videos[0].shape[-1]
-    if not names or set(names) - set(MODALITIES) or len(set(names)) != len(names):
-        raise InputError(
-            f"config.data.modalities = {modalities!r}: use 'all' or distinct names among "
-            f"{','.join(MODALITIES)}, comma-separated"
-        )
     if width % len(MODALITIES):
         raise InputError(
             f"config.data.modalities = {modalities!r} needs features of 3 equal blocks "

@@ -46,6 +46,7 @@ TOKEN_FIELDS = ("caption", "verb", "noun")  # always built
 ROLE_FIELDS = ("token_node", "node_role", "noun_verb")
 FEATURE_FIELD = "text_feature"
 FROZEN_FIELDS = tuple(jpose_folder.FIELDS)  # a JPoSE folder's frozen text features
+POS_SOURCES = ("columns", "spacy")  # config.data.pos_source: verb/noun words and role graphs
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -207,15 +208,11 @@ def build(
 def _pos_words(captions, verbs, nouns, data) -> dict[str, list[list[str]]]:
     """Token lists per field: whole caption, verb words, noun words."""
     caption = [words.tokenize(c) for c in captions]
-    if data.pos_source == "columns":
-        verb = [words.tokenize(v) for v in verbs]
-        noun = [[t for n in ns for t in words.tokenize(n)] for ns in nouns]
-    elif data.pos_source == "spacy":
+    if data.pos_source == "spacy":
         verb, noun = words.pos_words(list(captions), pipeline=data.spacy_pipeline)
     else:
-        raise InputError(
-            f"unknown config.data.pos_source {data.pos_source!r}: use 'columns' or 'spacy'"
-        )
+        verb = [words.tokenize(v) for v in verbs]
+        noun = [[t for n in ns for t in words.tokenize(n)] for ns in nouns]
     return {"caption": caption, "verb": verb, "noun": noun}
 
 
@@ -233,7 +230,7 @@ def _caption_features(data, train, test, sents, sent_rows, num_verbs: int, num_n
     """Frozen caption features: train clips [N, Dt] and test sentences [Nt, Dt]."""
     if data.features:
         return _real_features(data, "text features", train_text=len(train), test_text=len(sents))
-    spec = _spec(synthetic_text.TextSpec, data.synthetic_text, "config.data.synthetic_text")
+    spec = synthetic_text.TextSpec(**data.synthetic_text.to_dict())
     logging.info(
         "text features: synthetic frozen caption features (%d-d, seed %d; "
         "jaxsvr.inputs.synthetic_text)",
@@ -262,14 +259,6 @@ def _caption_features(data, train, test, sents, sent_rows, num_verbs: int, num_n
             **make,
         ),
     )
-
-
-def _spec(cls, values: ml_collections.ConfigDict, key: str):
-    """A spec dataclass from its config section; a bad value is one line naming the key."""
-    try:
-        return cls(**values.to_dict())
-    except (TypeError, ValueError) as e:
-        raise InputError(f"{key}: {e}") from None
 
 
 def _folder_text(data, folder, fields, train_clips, sentences: int, train_text, test_text):
@@ -334,7 +323,7 @@ def _features(data, train: Clips, test: Clips, num_verbs: int, num_nouns: int, v
         )
     if data.features:
         return _real_features(data, "features", video_input, train=len(train), test=len(test))
-    spec = _spec(synthetic.SyntheticSpec, data.synthetic, "config.data.synthetic")
+    spec = synthetic.SyntheticSpec(**data.synthetic.to_dict())
     if not (num_verbs and num_nouns):  # the features are drawn around class prototypes
         raise InputError(
             f"synthetic features need verb and noun classes, but the annotations "

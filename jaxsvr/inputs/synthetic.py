@@ -3,24 +3,20 @@
 EPIC-KITCHENS-100 retrieval models (MME, JPoSE) consume TBN clip features: RGB | Flow |
 Audio, 3 x 1024 = 3072-d. They are not redistributable here, so `clip_features` builds
 stand-ins for any `Clips` table (the real EPIC CSVs or `kitchen.generate`) that carry the
-clips' verb and noun classes with realistic difficulty:
+clips' verb and noun classes with realistic difficulty (`SyntheticSpec` holds every knob):
 
 - class signal: the verb prototype plus the weighted mean of the noun prototypes (the main
-  noun, `noun_class` in the CSV, weighs `main_noun_weight` times the others), scaled per
-  block: RGB mostly nouns (objects are visible), Flow mostly verbs (motion), Audio weak;
-- per-clip clarity: a log-normal factor (mean 1) on the clip's whole signal;
-- visually confusable classes: random disjoint pairs of classes (each class is in one with
-  probability ~`confusable_prob`) whose prototypes have cosine ~`confusable_cos`;
-- kitchen appearance: one nuisance vector per video_id, added to all its clips, drawn from
-  a fixed `nuisance_rank`-dim subspace (a model can learn to ignore it; cosine between raw
-  features cannot);
-- hidden nouns: in a fraction `hide_noun` of clips the noun signal is removed and added at
-  `neighbour_leak` strength to the previous and next clip of the same video (narration
-  order, `Clips.video_clips`), so temporal context models have something to find;
-- i.i.d. Gaussian noise (std `noise`). With `segments` = S > 0 each clip has S features:
-  verb and noun signals follow smooth envelopes 1 + a cos(2 pi (s + 1/2) / S + phase) with
-  random phases (mean exactly 1 over segments), and segment noise has std noise * sqrt(S),
-  so the mean over segments has the clip feature's distribution.
+  noun weighs `main_noun_weight` times the others), scaled per block: RGB mostly nouns,
+  Flow mostly verbs, Audio weak; a log-normal per-clip clarity factor (mean 1) on it;
+- confusable class pairs (prototype cosine ~`confusable_cos`), a per-video nuisance
+  vector from a `nuisance_rank`-dim subspace, and i.i.d. Gaussian noise (std `noise`);
+- hidden nouns: in a fraction `hide_noun` of clips the noun signal moves, at
+  `neighbour_leak` strength, to the previous and next clip of the same video (narration
+  order), so temporal context models have something to find;
+- `segments` = S > 0 gives S features per clip: verb and noun signals follow envelopes
+  1 + a cos(2 pi (s + 1/2) / S + phase) (random phases, mean exactly 1 over segments) and
+  segment noise has std noise * sqrt(S), so the mean over segments has the clip feature's
+  distribution.
 
 Determinism: prototypes and the nuisance subspace depend only on (seed, class counts,
 spec), so train and test splits share them; everything per clip is keyed by (seed, split,
@@ -28,25 +24,9 @@ narration_id) and per video by (seed, split, video_id) through BLAKE2b (not Pyth
 salted `hash`), so a clip's features depend neither on row order, chunking, threads nor
 process. Two rows with the same narration_id get the same noise.
 
-Calibration (`python benchmarks/synthetic_difficulty.py`; default spec, seed 0): a ridge
-probe (closed form, lambda 1) from L2-normalised features of the 16115 EPIC train clips to
-verb one-hot and noun multi-hot targets, scored on the EK-100 test set (9668 clips x 3842
-sentences, class relevance) with S = 1/2 cos(verb scores, verb one-hot) + 1/2 cos(noun
-scores, noun multi-hot), gives (nDCG / mAP, averaged over v2t and t2v):
-
-  | similarity        | hide_noun 0.15 | hide_noun 0   | true classes  |
-  |-------------------|----------------|---------------|---------------|
-  | full              | 0.592 / 0.471  | 0.612 / 0.513 | 1.000 / 1.000 |
-  | verb half only    | 0.541 / 0.315  | 0.547 / 0.318 | 0.816 / 0.544 |
-  | noun half only    | 0.269 / 0.282  | 0.293 / 0.332 | 0.403 / 0.722 |
-  | random similarity | 0.109 / 0.056  |               |               |
-
-a linear-probe ceiling between random and perfect, near published real-feature models
-(JPoSE ~0.55 / ~0.45), leaving room for better losses and for context models (hidden
-nouns cost 0.02 nDCG / 0.04 mAP). Seed 1 gives 0.615 / 0.488; the mean of 4 segments
-0.591 / 0.469. Without video nuisance: 0.625 / 0.509; without clip clarity jitter:
-0.625 / 0.501. The full EPIC train table (16115 x 3072) generates in ~0.6 s on 2 cores
-(1.3 s on one thread; ~1.5 s with segments=4).
+How hard the default features are (a linear-probe ceiling,
+`benchmarks/synthetic_difficulty.py`): docs/data.md#synthetic-features; generation speed:
+docs/benchmarks.md#synthetic-features.
 """
 
 from __future__ import annotations

@@ -64,13 +64,9 @@ def carve(
 
 
 def choose_videos(video_ids, *, videos: int = 0, fraction: float = 0.0, seed: int = 0) -> set:
-    """The held-out video ids: `videos` of them or `fraction` of the distinct ones."""
+    """The held-out video ids: `videos` of them, or (`videos` = 0) `fraction` of the
+    distinct ones (`jaxsvr.train.checks` refuses a config giving both)."""
     distinct = list(dict.fromkeys(video_ids))  # first-occurrence order: the file's
-    if videos and fraction:
-        raise InputError(
-            f"config.data.val_videos = {videos} and config.data.val_fraction = {fraction}: "
-            "give one of them (the other 0)"
-        )
     n = videos if videos else max(1, round(fraction * len(distinct)))
     if not 0 < n < len(distinct):
         raise InputError(

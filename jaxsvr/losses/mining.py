@@ -16,16 +16,11 @@ every violation and divides by B(B - 1). An anchor without a valid negative adds
 - `relevance_margin`: the same with margin 1 - rel[i, j] ("Relevance-based Margin for
   Contrastively-trained Video Retrieval Models", Falcon et al. ICMR 2022).
 - `ran`: relevance-aware negatives: j with rel >= tau leaves the negative pool ("Learning
-  video retrieval models with relevance-aware online mining", Falcon et al. ICIAP 2022).
-  `tau` defaults to 0.15 for RAN and RANP, the threshold of that paper's headline
-  EPIC-KITCHENS-100 rows (RAN 48.4 / 46.5, RANP 58.8 / 47.2 nDCG / mAP, Table 1); it
-  also reports 0.75 and 0.40, and 0.10 on MSR-VTT.
+  video retrieval models with relevance-aware online mining", Falcon et al. ICIAP 2022;
+  `tau` 0.15 by default, the paper's headline EPIC-KITCHENS-100 threshold).
 - `ranp`: RAN plus relevance-aware positives: the hardest positive p (lowest s_ip among
   j != i with rel >= tau) is pulled above the negatives: relu(margin_pos + s_ij - s_ip),
-  reduced like the negative term. Difference from the public code (aranciokov/ranp,
-  `ContrastiveLossHP`): there, an anchor without such a positive takes the masking value 1
-  as s_ip and still adds relu(margin_pos + s_ij - 1), a spurious term for near-duplicate
-  negatives; here it adds nothing.
+  reduced like the negative term; an anchor without such a positive adds nothing.
 - `semi_hard`: hard negatives among those less similar than the positive (s_ij <= s_ii), as
   in the public RAN code's semi-hard option (FaceNet, Schroff et al. 2015).
 - `mimm`, `adaptive_mimm`: the max-margin ranking losses of the EgoVLP/AVION code
@@ -34,11 +29,10 @@ every violation and divides by B(B - 1). An anchor without a valid negative adds
 - `sms`: Symmetric Multi-Similarity (Wang et al., EPIC-KITCHENS-100 MIR challenge 2024,
   xqwang14/SMS-Loss): with W = rel[i, i] - rel(anchor, other) and
   z = W * margin - (s_ii - s_other): relu(z) if W > eps, relu(-z) if W < -eps, and
-  relu(|s_ii - s_other| - relax) if |W| <= eps; mean over the 2B(B - 1) entries. Two
-  small differences from the public code, both as the issue specifies: the relax branch
-  uses |s_ii - s_other| where the public code uses |z| (they differ by at most
-  eps * margin), and eps is 1e-3 where the public code uses 1.1 / 240 (its relevance is
-  quantised to multiples of 1/240).
+  relu(|s_ii - s_other| - relax) if |W| <= eps; mean over the 2B(B - 1) entries.
+
+Where `ranp` and `sms` depart from the public code, and the papers' settings:
+docs/losses.md.
 
 All are pure jnp functions of their arrays (jit, grad and vmap over a leading axis work);
 with batch-sharded embeddings the [B, B] matrix is laid out by the compiler.

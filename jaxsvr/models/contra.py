@@ -11,8 +11,6 @@ Video (`embed_video`; window [n, 2 m_video + 1, D] of clip features, centre at i
 m_video, or [n, 2 m_video + 1, T, D] per-segment features averaged over T first):
   x_i = P dropout(f_i)                          Dense(embed_dim), per window position i;
                                                 P = identity when not `video_projection`
-                                                (features already embed_dim wide: the
-                                                paper's ActivityNet setting)
   z = TransformerEncoder(dropout(x + E))        E: learnt positions [2m+1, embed_dim],
                                                 init N(0, 0.001)
   v = l2_normalise(g(z_m))                      the centre position's output
@@ -22,8 +20,7 @@ post-LayerNorm layers,
   x = LN(x + dropout(SelfAttention(x)))        attention weights dropped out too,
   x = LN(x + dropout(W_2 dropout(relu(W_1 x))))  W_1: embed_dim -> ff_dim,
 then a final LayerNorm (eps 1e-5 everywhere). g is the paper's residual MLP,
-g(x) = x + W_4 relu(W_3 x) (both embed_dim -> embed_dim), when `residual_mlp`; otherwise
-the identity (the public code).
+g(x) = x + W_4 relu(W_3 x), when `residual_mlp`; otherwise the identity (the public code).
 
 Text (`embed_text`; windows [n, 2 m_text + 1, L] of token ids, 0 = padding):
   s = W_o dropout(max_{t valid} relu(W_h w_t))  w_t: word vectors (`words/table`),
@@ -34,26 +31,10 @@ t = l2_normalise(s); m_text > 0: the sentences of the window go through a second
 encoder (own parameters; `text_layers`, `text_heads`), t = l2_normalise(g(z_m)) as above.
 Scores are dot products of the unit vectors (`DotProductModel`), level `action`.
 
-Ablations of the paper: `aggregate` (Table 8) turns a window into one vector by its
-`centre` position (default), the `mean` or the `max` over the window, of the encoder's
-`outputs` (default) or, with `aggregate_over="inputs"`, of the projected input features
-with no encoder at all; `shared_context` makes sentences go through the clip-context
-encoder (one set of weights; needs m_video = m_text).
-
-Differences from the public code:
-- The max over words skips padding (id 0); the public code max-pools over all 16 slots,
-  padding included, so a short sentence's vector depends on the padding row's embedding.
-  Unknown words (id 1) take part with their own (learned) vector; the public code's
-  tokeniser drops words outside its dictionary.
-- With m_text = 0 the sentence vector is the embedding itself; the public code still runs
-  a transformer (with positional embedding, dropout and final LayerNorm) over the window
-  of one sentence.
-- The residual MLP g of the paper is an option (`residual_mlp`), off by default as in the
-  public code, which omits it.
-- Word embeddings are learned (initialised N(0, 0.1), or from a word-vector file by the
-  trainer, `config.data.word_vectors`); the public code keeps its HowTo100M word2vec table
-  (S3D text model) frozen, fine-tuning W_h and W_o from that model.
-- Flax initialisers (LeCun normal kernels, zero biases) instead of PyTorch's.
+Ablations of the paper (Table 8): `aggregate` = `centre` (default) | `mean` | `max` of the
+window, over the encoder's `outputs` or (`aggregate_over="inputs"`) the projected inputs
+with no encoder; `shared_context` sends sentences through the clip-context encoder (needs
+m_video = m_text). Where this departs from the public code: docs/models.md#contra.
 """
 
 from __future__ import annotations

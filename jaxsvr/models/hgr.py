@@ -22,7 +22,8 @@ verb <- sentence, verb <-> each of its noun phrases (`noun_verb`), and self-loop
 Absent nodes (role 0, or no token inside the caption) are zero and take part in nothing.
 
 Video (`embed_video`). Segment features f_s ([n, T, D]; [n, D] is T = 1; all-zero segments
-are padding) go through three linear maps, one per level, with dropout:
+are padding; more than `max_segments` are subsampled evenly, `subsample_segments`) go
+through three linear maps, one per level, with dropout:
   sentence  e = sum_s softmax_s(w^T W_e f_s + b) W_e f_s;  verb  W_v f_s;  noun  W_o f_s.
 
 Scores (`similarity`; the reference's `generate_scores`/`generate_phrase_scores` with
@@ -31,35 +32,12 @@ attn_fusion='embed', simattn_sigma = `attn_sigma`):
   verb / noun: for each node c_p of that level,
     r_s = max(cos(u_s, c_p), 0) over valid segments u_s,  r <- r / ||r||,
     a_s = softmax_s(sigma r_s),  score_p = cos(sum_s a_s u_s, c_p),
-  averaged over the caption's present nodes (0 for a caption without such nodes);
+  averaged over the caption's present nodes (0 for a caption without such nodes;
+  `attended_cosine` computes it without forming sum_s a_s u_s per pair);
   action: (sentence + verb + noun) / 3.
-The attended vector sum_s a_s u_s is never formed for every (video, text, node): with
-G = U U^T the video's [S, S] segment Gram matrix,
-  cos(sum_s a_s u_s, c) = (sum_s a_s cos(u_s, c) ||u_s||) / sqrt(a^T G a),
-so an all-pairs block costs one [Nv S, d] x [d, Nt P] matrix product and O(Nv Nt P S^2)
-on top, instead of [Nv, Nt, P, d] memory (`tests/models/test_hgr.py` checks it against the
-direct formula).
 
-Differences from the reference code:
-- Text levels are projected hidden -> `embed_dim` by a linear map only when
-  `hidden != embed_dim`; the reference has no projection (its GRU size equals dim_embed,
-  1024), so the default (1024, 1024) is the reference architecture.
-- Role ids: `jaxsvr.inputs.roles.ROLES` (6, id 0 = absent) instead of the 16 SRL labels of
-  the reference, which also reuses id 0 ('V') for empty slots; graphs come from EPIC's
-  columns or spaCy, not from its semantic-role-labelling JSON.
-- Absent nodes are exact zeros (the reference max-pools them to -1e10 before masking).
-  The masks are the slots' roles, not "the first k slots" of the reference (same thing
-  for packed slots, as `jaxsvr.inputs.roles` writes them).
-- Videos longer than `max_segments` are subsampled per video over their own valid
-  segments, at round(linspace(0, len - 1, max_segments)) (the reference's 'select' trim,
-  which it applies before padding); padded segment embeddings are zeroed.
-- Norm clamps: cosines use rsqrt(max(||x||^2, 1e-16)) (the reference adds 1e-18 under
-  the square root and clamps l2norm at 1e-10); a video without valid segments scores 0.
-- The GRU is PyTorch's (kernels initialised orthogonal, biases zero, as the reference
-  does), except that the input and hidden biases of its r and z gates, which only ever
-  appear summed, are one bias here.
-- `self_loops` is an option the reference lacks; its default, False, is the reference's
-  graph (the residual connection already carries each node's own state).
+Where this departs from the reference code (role ids, masks, norm clamps, the GRU's
+biases, the optional text projection and self-loops): docs/models.md#hgr.
 """
 
 from __future__ import annotations

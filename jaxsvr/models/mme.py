@@ -16,7 +16,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxsvr.errors import InputError
 from jaxsvr.models import DotProductModel
 
 EPS = 1e-8
@@ -121,9 +120,6 @@ class Model(DotProductModel):
 
 def text_fields(model) -> tuple[str, ...]:
     """The text inputs of an MME-style model: its word fields (token ids), or with
-    `text_input = "features"` its frozen feature fields."""
-    if model.text_input not in TEXT_INPUTS:
-        raise InputError(
-            f"unknown config.model.text_input {model.text_input!r}: use one of {TEXT_INPUTS}"
-        )
+    `text_input = "features"` its frozen feature fields (`jaxsvr.train.checks` checks
+    `config.model.text_input` against `TEXT_INPUTS`)."""
     return model.feature_fields if model.text_input == "features" else model.word_fields

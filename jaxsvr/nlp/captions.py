@@ -17,8 +17,8 @@ The dependency parser stays in the pipeline although no proxy reads the parse: 1
 pipeline's attribute-ruler rules (which run after it and set the coarse POS) match on its
 dependency labels, e.g. an `aux` label makes a token AUX, so without it "get" in "get
 chopping board" is a VERB where the full pipeline (the one the SVR authors' scripts run)
-tags it AUX. On the 3842 EK-100 test sentences this changes the POS of 13 tokens and
-costs 2.8 s of CPU instead of 1.95 s (docs/proxies.md).
+tags it AUX. On the 3842 EK-100 test sentences this changes the POS of 13 tokens, at a
+cost in parse time (docs/proxies.md).
 
 Everything is plain tuples of str, so the result pickles to worker processes and caches
 cheaply.

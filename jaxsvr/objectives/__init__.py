@@ -9,7 +9,8 @@ Every loss works with every model (`Objective`, `base.py`, is what the trainer u
   per level with the loss's keywords from `config.loss.<name>`.
 
 A new objective is a class in its own module here with the members of `Objective`, and one
-entry in `OBJECTIVES`.
+entry in `OBJECTIVES`. `jaxsvr.train.checks` checks `config.loss.name` against `NAMES`, and
+`config.sampler.pairing` against the class's `pairings`, before any data is read.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import ml_collections
 
 from jaxsvr import losses
-from jaxsvr.errors import InputError
 from jaxsvr.objectives.base import Gather, Objective
 from jaxsvr.objectives.batch import BatchObjective
 from jaxsvr.objectives.contra import ContraObjective
@@ -41,14 +41,7 @@ def build(
     Args:
       relevance: the run's relevance (semantic triplet positives score by it).
     """
-    check_name(config)
     return OBJECTIVES[config.loss.name](config, train_split, model, relevance)
-
-
-def check_name(config: ml_collections.ConfigDict) -> None:
-    """Fails on an unknown loss name (the trainer calls it before loading data)."""
-    if config.loss.name not in OBJECTIVES:
-        raise InputError(f"unknown config.loss.name {config.loss.name!r}: use one of {NAMES}")
 
 
 __all__ = [
@@ -61,5 +54,4 @@ __all__ = [
     "Objective",
     "TripletObjective",
     "build",
-    "check_name",
 ]

@@ -34,6 +34,8 @@ class Objective(Protocol):
     batch_keys: tuple[str, ...]  # the arrays of `host_batch`, batch on the first axis
     rows_per_anchor: int  # rows each anchor brings to a batch (for the log)
     gathers: dict[str, Gather]  # {model input name: the table rows it takes}
+    # the config.sampler.pairing values it trains with (`jaxsvr.train.checks`, before data)
+    pairings: tuple[str, ...]
 
     def steps_per_epoch(self, batch_size: int) -> int:
         """Batches in one epoch (the last partial batch is dropped)."""

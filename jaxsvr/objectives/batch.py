@@ -12,7 +12,9 @@ from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
 from jaxsvr.objectives.base import Gather, embed, weighted_levels
 from jaxsvr.relevance.levels import LevelRelevance
-from jaxsvr.sampling.pairs import PairSampler
+from jaxsvr.sampling.pairs import PAIRINGS, PairSampler
+
+TRAIN_RELEVANCES = ("video", "caption")  # config.data.train_relevance (`batch_relevance`)
 
 
 class BatchObjective:
@@ -20,6 +22,7 @@ class BatchObjective:
 
     batch_keys = ("video_rows", "text_rows", "rel")  # [B], [B], [B, n_levels, B]
     rows_per_anchor = 2  # a video and a caption
+    pairings = PAIRINGS
 
     def __init__(self, config, train_split, model, relevance=None):
         self.name = config.loss.name
@@ -64,8 +67,6 @@ def batch_relevance(config, train_split) -> LevelRelevance:
     mode = config.data.train_relevance
     if mode == "video":
         return LevelRelevance(ClassSets.from_labels(train_split.verbs), clips.noun_classes)
-    if mode != "caption":
-        raise InputError(f"config.data.train_relevance = {mode!r}: use 'video' or 'caption'")
     if train_split.caption_classes is None:
         raise InputError(
             "config.data.train_relevance = 'caption' needs train rows that are captions of "

@@ -49,17 +49,13 @@ class ContraObjective:
     """
 
     batch_keys = ("video_rows", "text_rows", "neighbour_rows", "has_neighbour")
+    pairings = ("own",)  # each clip with its own caption
 
     def __init__(self, config, train_split, model, relevance=None):
         if not model.dot_product or "action" not in model.levels:
             raise InputError(
                 f"loss contra needs unit 'action' embeddings scored by dot products; model "
                 f"{config.model.name!r} has none: use contra, mme, jpose or heads"
-            )
-        if config.sampler.pairing != "own":
-            raise InputError(
-                f"config.sampler.pairing={config.sampler.pairing!r}: ConTra pairs each clip "
-                "with its own caption; set it to 'own'"
             )
         c = config.loss.contra
         self.temperature = config.loss.cross_modal_nce.temperature

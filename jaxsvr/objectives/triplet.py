@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from jaxsvr.errors import InputError
-from jaxsvr.losses.triplet import DISTANCES, PAIR_TYPES, level_terms, triplet_terms
+from jaxsvr.losses.triplet import PAIR_TYPES, level_terms, triplet_terms
 from jaxsvr.objectives.base import Gather, embed, weighted_levels
 from jaxsvr.relevance import split_relevance
 from jaxsvr.relevance.split_relevance import RelevanceSpec
@@ -30,10 +30,6 @@ SAMPLER_POSITIVES = ("class", "instance", "proxy")  # config.sampler.positives
 def semantic_positives(config, clips, relevance: RelevanceSpec):
     """The triplet sampler's action-level positives for `config.sampler.positives`."""
     kind = config.sampler.positives
-    if kind not in SAMPLER_POSITIVES:
-        raise InputError(
-            f"unknown config.sampler.positives {kind!r}: use one of {SAMPLER_POSITIVES}"
-        )
     if kind == "class":
         return None
     n = len(clips)
@@ -48,24 +44,10 @@ class TripletObjective:
     # [B, M] row indices, [B, n_levels, K] margins; dot-product models also get each row
     # group's indices (`rows_0`, `rows_1`, ...: the columns of `row_groups`)
     batch_keys: tuple[str, ...] = ("rows", "margin")
+    pairings = ("own",)  # the sampler draws its own positives
 
     def __init__(self, config, train_split, model, relevance: RelevanceSpec):
         lo = config.loss
-        if lo.distance not in DISTANCES:
-            raise InputError(
-                f"unknown config.loss.distance {lo.distance!r}: use one of {DISTANCES}"
-            )
-        unknown = set(lo.pair_weights) - set(PAIR_TYPES)
-        if unknown:
-            raise InputError(
-                f"unknown pair types {sorted(unknown)} in config.loss.pair_weights: use "
-                f"{sorted(PAIR_TYPES)}"
-            )
-        if config.sampler.pairing != "own":
-            raise InputError(
-                f"config.sampler.pairing={config.sampler.pairing!r} is for batch losses; the "
-                "triplet loss samples its own positives: set it to 'own'"
-            )
         self.levels = weighted_levels(config, model, triplets.LEVELS)
         self.pair_types = tuple(p for p in PAIR_TYPES if lo.pair_weights[p] > 0)
         if not model.dot_product:

@@ -108,6 +108,11 @@ def all_verb_classes(parsed, class_map, class_ids: dict[str, dict[object, int]])
     ]
 
 
+# config.data.train_captions: "all" = every caption of a multi-caption train video a
+# training pair (`annotations(every_train_caption=True)`), "first" = its first caption
+TRAIN_CAPTIONS = ("all", "first")
+
+
 def annotations(
     train_rows: CaptionedVideos,
     test_rows: CaptionedVideos,

@@ -15,8 +15,8 @@ Computation (host-side NumPy, float32):
    columns were expanded to the second side's items once.
 
 `RelevanceIndex` keeps steps 1-2 for one collection (a training set), so a batch x batch
-matrix is a few small gathers: 0.5-1.1 ms for B = 512 on a 2-core CPU
-(`benchmarks/evaluation_speed.py`, docs/benchmarks.md).
+matrix is a few small gathers (timed by `benchmarks/evaluation_speed.py`:
+docs/benchmarks.md#evaluation).
 Two empty sets have IoU 0 (no evidence of relevance), so R(x, x) = 1 needs non-empty sets.
 """
 

@@ -5,9 +5,9 @@ the two token lists in three stages (exact words, Porter stems, WordNet synonyms
 scores precision P and recall R of the alignment:
   fmean = P R / (alpha P + (1 - alpha) R),  penalty = gamma (chunks / matches)^beta,
   score = (1 - penalty) fmean                (alpha 0.9, beta 3, gamma 0.5; 0 if no match)
-Called per pair it costs ~0.35 ms, mostly re-stemming and re-querying WordNet, so the
-3842^2 EK-100 test sentence pairs would take ~85 min. `meteor_matrix` gives the same
-numbers (tests compare to NLTK to 1e-9; the arithmetic is the same Python floats) by:
+Per pair that is slow, mostly re-stemming and re-querying WordNet
+(docs/benchmarks.md#caption-proxies). `meteor_matrix` gives the same numbers (tests
+compare to NLTK to 1e-9; the arithmetic is the same Python floats) by:
 
 1. preparing each distinct caption once: its lowercased words, their stems (NLTK's
    `PorterStemmer()`), and for each stem its WordNet synonym set (lemma names without
@@ -21,23 +21,15 @@ numbers (tests compare to NLTK to 1e-9; the arithmetic is the same Python floats
 
 The alignment mirrors NLTK 3.10 (`_enum_align_words`) exactly: each stage walks the
 still-unmatched hypothesis words from last to first and takes the highest-position
-unmatched reference word that matches (NLTK 3.10 rewrote the stages with position maps
-for CVE-2026-12929 and kept this order); the stem stage compares stems, and the synonym
-stage compares the synonyms of the hypothesis *stems* with the reference *stems*, since
-NLTK hands the stemmed leftovers of stage 2 to stage 3. METEOR's scoring has changed
-across NLTK releases (string inputs up to 3.6.4; matches of the stem stage counted twice up
-to 3.6.2, nltk/nltk#2751; the matching order in 3.10): the figures here are for the NLTK
-version `nltk_version()` reports, and the tests compare against whatever NLTK is
-installed. On the same tokens they equal NLTK 3.6.4's (max |diff| 0 on 768 400 EK-100
-pairs).
+unmatched reference word that matches; the synonym stage compares the synonyms of the
+hypothesis *stems* with the reference *stems*, since NLTK hands the stemmed leftovers of
+stage 2 to stage 3. Scores are those of the NLTK version `nltk_version()` reports (METEOR
+changed across releases: docs/proxies.md#meteor-exact-and-fast).
 
-Tokens, one rule: METEOR compares token lists. A caption given as a str is tokenised by
-`captions.tokenize` (spaCy's tokenizer, lowercased, punctuation and whitespace tokens
-dropped), which is what the CLI and the trainer pass (`captions.parse(...).tokens`), so
-`meteor_matrix(texts, texts)` equals their matrices. A caption given as a sequence of str
-is the caller's tokenisation, only lowercased (NLTK's `preprocess`). The SVR authors'
-script passed raw strings to NLTK 3.6.2, which split them on whitespace, punctuation
-attached ("knife." != "knife"); see docs/proxies.md for the effect.
+Tokens: a caption given as a str is tokenised by `captions.tokenize` (spaCy's tokenizer,
+lowercased, punctuation and whitespace tokens dropped), which is what the CLI and the
+trainer pass, so `meteor_matrix(texts, texts)` equals their matrices; a caption given as
+a sequence of str is the caller's tokenisation, only lowercased (NLTK's `preprocess`).
 """
 
 from __future__ import annotations

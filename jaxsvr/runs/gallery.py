@@ -1,8 +1,8 @@
 """A trained run's test split, embedded, cached and searched with free-text queries.
 
-`TrainedRun.load(workdir, checkpoint)` (`jaxsvr.runs.trained_run`, re-exported here with
-`find_checkpoint`, `restore_params`, `Checkpoint`) reads a run's config.json, vocab.json
-and one checkpoint's parameters, checked as they are read.
+`TrainedRun.load(workdir, checkpoint)` (`jaxsvr.runs.trained_run`, re-exported here)
+reads a run's config.json, vocab.json and one checkpoint's parameters, checked as they
+are read.
 
 `rebuild(run)` rebuilds the run's test split and model from its config.json and checks
 that the checkpoint holds that model's parameters, name for name and shape for shape
@@ -46,11 +46,7 @@ from jaxsvr.files import array_cache
 from jaxsvr.inputs import queries
 from jaxsvr.inputs.model_inputs import ModelInputs
 from jaxsvr.models import param_trees
-from jaxsvr.runs.trained_run import CHECKPOINT_CHOICES as CHECKPOINT_CHOICES
-from jaxsvr.runs.trained_run import Checkpoint as Checkpoint
 from jaxsvr.runs.trained_run import TrainedRun
-from jaxsvr.runs.trained_run import find_checkpoint as find_checkpoint
-from jaxsvr.runs.trained_run import restore_params as restore_params
 from jaxsvr.runtime import parallel
 
 CACHE = "retrieval"

@@ -1,22 +1,16 @@
 """A trained run read back: its config.json, vocab.json and one checkpoint's parameters.
 
-`TrainedRun.load(workdir, checkpoint)` reads `config.json`, `vocab.json` and one orbax
-checkpoint's parameters: "best" (`best/<step>`), "latest" (the newest `checkpoints/<step>`),
-a step number (found in either), or "auto" (best if the run has one, else latest). The
-parameters are restored without the run's data (orbax's raw tree, `params` only). Its
-users: `jaxsvr.runs.gallery` (queries, the rescore job, the analyses), and the warm start
-(`find_checkpoint` and `restore_params` for `config.train.init_from`).
+`TrainedRun.load(workdir, checkpoint)` reads `config.json`, `vocab.json` and the
+parameters of the checkpoint `checkpoint` names ("best", "latest", "auto" or a step:
+`jaxsvr.checkpoints.layout`), restored without the run's data. Its users:
+`jaxsvr.runs.gallery` (queries, the rescore job, the analyses).
 
 What the run wrote is checked as it is read, since a damaged or foreign file would
 otherwise be a traceback deep in JAX, or wrong answers with exit code 0: config.json must
 be UTF-8 JSON holding the sections `model` (a known `name`), `data` and `eval`; vocab.json
-a vocabulary (`Vocabulary.from_json`); the checkpoint's parameters a tree of finite
-arrays. Whether they are the parameters of the model config.json builds is checked once
-the model is built (`jaxsvr.runs.gallery.rebuild`, the warm start: `jaxsvr.models.param_trees`).
-
-Errors name the flag or config key that chose the checkpoint (`flag`: `--checkpoint`,
-`config.eval.rescore.checkpoint`, `config.train.init_from`), with the choices where it
-chooses among a run's checkpoints.
+a vocabulary (`Vocabulary.from_json`). Whether the parameters are those of the model
+config.json builds is checked once the model is built (`jaxsvr.runs.gallery.rebuild`).
+Errors name the flag or config key that chose the checkpoint (`flag`).
 """
 
 from __future__ import annotations
@@ -25,32 +19,15 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
 from typing import Any
 
-import jax
 import ml_collections
-import numpy as np
 
 from jaxsvr import models
+from jaxsvr.checkpoints.layout import Checkpoint, find_checkpoint, restore_params
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
 from jaxsvr.inputs.text import Vocabulary
-from jaxsvr.models import param_trees
-
-CHECKPOINT_CHOICES = "best, latest, auto or a step number"
-
-
-@dataclasses.dataclass(frozen=True)
-class Checkpoint:
-    kind: str  # "best" or "checkpoints": the folder of the workdir
-    step: int
-    path: Any  # the step's folder
-    stamp: str  # orbax's commit timestamp: a rewritten step gets a new one
-
-    @property
-    def key(self) -> str:
-        return f"{self.kind}/{self.step}/{self.stamp}"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -83,105 +60,6 @@ class TrainedRun:
         logging.info("retrieval: %s, checkpoint %s/%d", workdir, found.kind, found.step)
         files = hashlib.sha256(f"{config_text}\0{vocab_text}".encode()).hexdigest()[:16]
         return cls(workdir, config, vocab, found, restore_params(found, flag), files)
-
-
-def find_checkpoint(workdir, which: str = "auto", *, flag: str = "--checkpoint") -> Checkpoint:
-    """The checkpoint `which` names in `workdir` (see the module docstring); `flag` is the
-    flag or config key that chose it, named in errors."""
-    steps = {kind: _steps(workdir / kind) for kind in ("best", "checkpoints")}
-    if not any(steps.values()):
-        raise InputError(
-            f"{workdir} has no checkpoint (no step in best/ or checkpoints/): train the run "
-            f"first, or pick another {_choices(flag)}"
-        )
-    if which == "auto":
-        which = "best" if steps["best"] else "latest"
-    if which in ("best", "latest"):
-        kind = "best" if which == "best" else "checkpoints"
-        if not steps[kind]:
-            raise InputError(
-                f"{workdir} has no {which} checkpoint (no step in {kind}/): pick another "
-                f"{_choices(flag)}"
-            )
-        step = max(steps[kind])
-    else:
-        try:
-            step = int(which)
-        except ValueError:
-            raise InputError(f"{_setting(flag, which)}: use {CHECKPOINT_CHOICES}") from None
-        kind = next((k for k in ("best", "checkpoints") if step in steps[k]), None)
-        if kind is None:
-            have = sorted({s for v in steps.values() for s in v})
-            raise InputError(
-                f"{_setting(flag, which)}: {workdir} has no checkpoint of step {step} (it has "
-                f"steps {have})"
-            )
-    path = workdir / kind / str(step)
-    try:
-        stamp = str(
-            json.loads((path / "_CHECKPOINT_METADATA").read_text())["commit_timestamp_nsecs"]
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        stamp = "unknown"
-    return Checkpoint(kind, step, path, stamp)
-
-
-def _choices(flag: str) -> str:
-    """`flag`, with the checkpoint choices when it chooses among a run's checkpoints."""
-    return f"{flag} ({CHECKPOINT_CHOICES})" if flag.endswith("checkpoint") else flag
-
-
-def _setting(flag: str, value: str) -> str:
-    """How the user set `flag`: "--checkpoint 'x'" or "config.eval.rescore.checkpoint = 'x'"."""
-    return f"{flag} {value!r}" if flag.startswith("-") else f"{flag} = {value!r}"
-
-
-def _steps(folder) -> list[int]:
-    if not folder.is_dir():
-        return []
-    return [
-        int(p.name)
-        for p in folder.iterdir()
-        if p.name.isascii() and p.name.isdigit() and p.is_dir()
-    ]
-
-
-def restore_params(found: Checkpoint, flag: str = "--checkpoint") -> Any:
-    """The parameters (host arrays) of checkpoint `found`, checked finite.
-
-    Args:
-      flag: the flag or config key that chose the checkpoint, named in errors.
-
-    Raises:
-      InputError: the checkpoint cannot be read, holds no parameters or non-finite ones.
-    """
-    import orbax.checkpoint as ocp
-
-    from jaxsvr.checkpoints.reads import reads_that_finish
-
-    try:
-        with reads_that_finish():  # a failed read leaves no abandoned reads to report
-            tree = ocp.StandardCheckpointer().restore(locations.for_orbax(found.path / "default"))
-    except Exception as e:  # orbax raises many kinds for a damaged checkpoint
-        raise InputError(
-            f"cannot read checkpoint {found.path} ({type(e).__name__}): pick another "
-            f"{_choices(flag)}"
-        ) from None
-    params = tree.get("params") if isinstance(tree, Mapping) else None
-    if not isinstance(params, Mapping):
-        raise InputError(
-            f"checkpoint {found.path} holds no model parameters ('params'): pick another "
-            f"{_choices(flag)}"
-        )
-    params = jax.device_get(params)
-    for name, leaf in param_trees.flat(params).items():
-        leaf = np.asarray(leaf)
-        if jax.numpy.issubdtype(leaf.dtype, jax.numpy.inexact) and not np.isfinite(leaf).all():
-            raise InputError(
-                f"checkpoint {found.path} holds non-finite parameters ({name}): pick another "
-                f"{_choices(flag)}"
-            )
-    return params
 
 
 def _read_text(path, workdir) -> str:

@@ -115,7 +115,7 @@ def load_npy(
     """Loads a .npy file without pickle, checked before it is read (`jaxsvr.files.arrays`):
     a missing, empty, non-.npy or corrupt file or a non-real dtype is an InputError; with
     `float32` the result is float32 and finite (values beyond its range are refused); with
-    `mmap` a local float32 file is memory-mapped read-only instead of read (reading 150 MB
-    into fresh memory costs ~0.35 s of page faults on small VMs, mapping it ~0.02 s); with
-    `ndim` an array of another number of dimensions is an InputError too."""
+    `mmap` a local float32 file is memory-mapped read-only instead of read (no page faults
+    of fresh memory: docs/benchmarks.md#evaluation); with `ndim` an array of another number
+    of dimensions is an InputError too."""
     return arrays.load_npy(path, what=what, float32=float32, mmap=mmap, ndim=ndim)

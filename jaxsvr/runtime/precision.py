@@ -3,10 +3,8 @@
 XLA picks the precision of a float32 `dot` per backend. CPUs compute float32. NVIDIA
 Ampere and Hopper GPUs use TensorFloat-32 by default (10-bit mantissa inputs, float32
 accumulation) and TPUs bfloat16 passes: faster, but embeddings and similarities move by
-about 1e-4 from float32 (on an H100, the similarities of a small test model differed by
-up to 1.2e-4 from the float32 NumPy product; enough to swap near-tied ranks). The
-published ConTra step (batch 512, m = 4) takes 6 ms on an H100 with TF32 and 15 ms with
-float32 (`benchmarks/train_speed.py --set matmul_precision=highest`).
+about 1e-4 from float32, enough to swap near-tied ranks (H100 figures, speed and error:
+docs/benchmarks.md#training-speed).
 
 - "default" (default): leaves JAX's setting alone (`JAX_DEFAULT_MATMUL_PRECISION` or
   `jax.config`, else the backend's choice: TF32 on GPUs, one bfloat16 pass on TPUs,
@@ -21,17 +19,14 @@ import contextlib
 
 import jax
 
-from jaxsvr.errors import InputError
-
 PRECISIONS = ("default", "high", "highest", "float32", "tensorfloat32", "bfloat16")
 
 
 def scope(name: str):
     """A context manager in which every float32 product traced on this thread uses
     precision `name` (JAX's setting is thread-local: a jit traced on another thread, like
-    the input pipeline's, keeps JAX's own setting)."""
-    if name not in PRECISIONS:
-        raise InputError(f"unknown config.matmul_precision {name!r}: use one of {PRECISIONS}")
+    the input pipeline's, keeps JAX's own setting). `name` is one of `PRECISIONS`
+    (`jaxsvr.train.checks` checks `config.matmul_precision`)."""
     if name == "default":
         return contextlib.nullcontext()
     return jax.default_matmul_precision(name)

@@ -1,31 +1,20 @@
 """Process-wide settings for one-shot command lines (`python -m jaxsvr.evaluate`).
 
 Both act on the whole process, so only a command line that owns its process calls them;
-a library user can apply the same settings to their own process (docs/benchmarks.md).
+a library user can apply the same settings to their own process.
 
-## NumPy's sort on AMD Zen 4: its AVX2 code path
+- `prefer_avx2_sort()`: on an AMD Zen 4 CPU (AuthenticAMD, family 25, AVX-512) sets
+  `NPY_DISABLE_CPU_FEATURES` to NumPy's AVX-512 feature names, so NumPy sorts with its
+  AVX2 code: x86-simd-sort's AVX-512 partitioning uses compress stores that Zen 4 runs as
+  slow microcode (numpy/x86-simd-sort#6). It must run before NumPy is imported (NumPy
+  reads the variable once), and does nothing when the variable is set already, NumPy is
+  imported, or `JAXSVR_NUMPY_AVX512=1` asks to keep AVX-512. Zen 5 (family 26) and Intel
+  CPUs keep AVX-512, their faster sort. It reads /proc/cpuinfo only.
+- `keep_freed_memory()`: raises glibc's mmap and trim thresholds (`mallopt`; a no-op
+  elsewhere), so the megabytes of temporaries the NumPy engine frees per block of queries
+  stay in the process instead of being faulted in again for the next block.
 
-NumPy sorts with x86-simd-sort. Its AVX-512 path partitions with memory-destination
-compress stores (`vpcompressd`/`vpcompressq`), which Zen 4 runs as slow microcode
-(numpy/x86-simd-sort#6): on our 2-core AMD EPYC (Zen 4) an int64 row sort takes 2.5x,
-and the whole 9668 x 3842 evaluation ~2x, as long as with NumPy's AVX2 path. NumPy picks
-its code paths once, when it is imported, from `NPY_DISABLE_CPU_FEATURES`.
-
-`prefer_avx2_sort()` is called by `python -m jaxsvr.evaluate` before anything imports
-NumPy. On a Zen 4 CPU (AuthenticAMD, family 25, AVX-512) it sets that variable to NumPy's
-AVX-512 feature names, unless the variable is set already, NumPy is already imported, or
-`JAXSVR_NUMPY_AVX512=1` asks to keep AVX-512. Zen 5 (family 26) and Intel CPUs are left
-alone: their AVX-512 sort is the faster one. In your own process, set the variable in the
-environment before starting Python. It reads /proc/cpuinfo only.
-
-## glibc's malloc: keep freed blocks
-
-The NumPy engine allocates and frees megabytes of temporaries per block of queries. By
-default glibc returns such blocks to the OS at once (they exceed its mmap threshold, and
-its trim threshold then shrinks the heap), so the next block faults its pages in again:
-the first evaluation in a fresh process took 1.17 s where later ones take 0.75 s (EK-100
-test size, 2-core EPYC). `keep_freed_memory()` raises both thresholds (`mallopt`; glibc
-only, a no-op elsewhere): freed blocks up to 32 MB stay in the process for reuse.
+What each saves, measured: docs/benchmarks.md#evaluation.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ import numpy as np
 from jaxsvr.inputs.model_inputs import ModelInputs
 from jaxsvr.runtime import parallel
 
+GATHERS = ("device", "host")  # config.train.gather: where the inputs of a batch are gathered
+
 
 class BatchSource:
     """This process's share of batch `step` (`process` = (index, count) picks another

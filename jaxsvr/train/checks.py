@@ -3,12 +3,13 @@
 `check_train(config)` is a pure function of the `ConfigDict`: every number the trainer reads
 (data sizes, batch size, steps and epochs, log / eval / checkpoint cadences, keep counts,
 prefetch depth, learning rate and the other optimiser numbers, thresholds, model sizes) is
-checked against its range, and the names that would otherwise fail only once training has
-begun (evaluation backend, `checkpoint.best_metric`, the relevance proxy) against their
-choices. Every float anywhere in the config (also inside tuples) must be finite, every
-`seed` / `*_seed` an integer in [0, 2**32 - 1], loss temperatures > 0 and margins >= 0, the
-relevance weights valid alphas (`proxies.check_weights`), and attention widths divisible by
-their head counts. A bad value is one `InputError` line naming the key, the value and the
+checked against its range (`NUMBERS`), every name it reads against the choices of the stage
+that reads it (`CHOICES`, `MODEL_CHOICES`: e.g. `optim.NAMES`, `objectives.NAMES`), and
+values that must fit each other (`_check_fit`); the stages do not check them again. Every
+float anywhere in the config (also inside tuples) must be finite, every `seed` / `*_seed`
+an integer in [0, 2**32 - 1], loss temperatures > 0 and margins >= 0, the relevance
+weights valid alphas (`proxies.check_weights`), and attention widths divisible by their
+head counts. A bad value is one `InputError` line naming the key, the value and the
 accepted range.
 
 `check_data(config, data, text_fields)` holds the checks that need the loaded data (train
@@ -24,15 +25,20 @@ from dataclasses import dataclass
 import ml_collections
 import numpy as np
 
+from jaxsvr import models, objectives
+from jaxsvr.annotations import FORMATS as ANNOTATION_FORMATS
 from jaxsvr.errors import InputError
-from jaxsvr.inputs import features
-from jaxsvr.relevance import proxies
-from jaxsvr.runtime import distributed
-from jaxsvr.train import optim
+from jaxsvr.evaluation import evaluator, metrics
+from jaxsvr.inputs import features, synthetic, synthetic_text
+from jaxsvr.inputs import splits as splits_lib
+from jaxsvr.losses import triplet as triplet_loss
+from jaxsvr.models import mme
+from jaxsvr.objectives import batch as batch_objectives
+from jaxsvr.relevance import caption_classes, proxies
+from jaxsvr.runtime import precision
+from jaxsvr.sampling import pairs, triplets
+from jaxsvr.train import batches, optim
 
-EVAL_POSITIVES = ("class", "narration")  # config.eval.positives
-BACKENDS = ("auto", "numpy", "jax")  # config.eval.backend
-GATHERS = ("device", "host")  # config.train.gather
 # metric keys that are counts, or ranks where lower is better: never a best checkpoint's
 NOT_BEST = ("n_queries_", "excluded_", "tied_", "medr_", "meanr_")
 
@@ -122,19 +128,35 @@ NUMBERS: dict[str, Range] = {
     "checkpoint.every_steps": COUNT,
     "checkpoint.keep": COUNT,
 }
-# Sections whose every entry is a non-negative weight.
+# Sections whose every entry is a non-negative weight, and the names a section takes.
 WEIGHTS = ("loss.pair_weights", "loss.level_weights", "loss.contra")
-# Names that otherwise fail only at the first evaluation or training step.
+WEIGHT_NAMES = {"loss.pair_weights": tuple(triplet_loss.PAIR_TYPES)}
+# Every name the trainer reads, with its choices from the stage that reads it. (`job` and
+# `distributed` are read by the main command for every job, first: it checks them.)
 CHOICES: dict[str, tuple[str, ...]] = {
-    "eval.positives": EVAL_POSITIVES,
-    "eval.backend": BACKENDS,
-    "train.gather": GATHERS,
+    "matmul_precision": precision.PRECISIONS,
+    "data.format": ANNOTATION_FORMATS,
+    "data.relevance.proxy": ("class", *proxies.NAMES),
+    "data.train_captions": caption_classes.TRAIN_CAPTIONS,
+    "data.train_relevance": batch_objectives.TRAIN_RELEVANCES,
+    "data.pos_source": splits_lib.POS_SOURCES,
+    "data.temporal": ("auto", *features.TEMPORAL),
+    "model.name": models.NAMES,
+    "loss.name": objectives.NAMES,
+    "loss.margin": triplets.MARGINS,
+    "loss.distance": triplet_loss.DISTANCES,
+    "sampler.pairing": pairs.PAIRINGS,
+    "sampler.positives": objectives.SAMPLER_POSITIVES,
     "optimizer.name": optim.NAMES,
     "optimizer.schedule": optim.SCHEDULES,
-    "data.relevance.proxy": ("class", *proxies.NAMES),
-    "distributed": distributed.MODES,
-    "data.temporal": ("auto", *features.TEMPORAL),
+    "train.gather": batches.GATHERS,
+    "eval.positives": evaluator.POSITIVES,
+    "eval.backend": metrics.BACKENDS,
 }
+HINTS = {"data.train_captions": "'all' = every caption of a multi-caption video is a pair"}
+MODEL_CHOICES = {"text_input": mme.TEXT_INPUTS}  # keywords of the models that have them
+# Sections of `config.data` that build a spec dataclass (its own checks raise ValueError).
+SPECS = {"data.synthetic": synthetic.SyntheticSpec, "data.synthetic_text": synthetic_text.TextSpec}
 # Keywords of the losses (`config.loss.fixed_margin`, `config.loss.<batch loss>.<name>`):
 # temperatures divide the similarities, hinge margins below 0 ask for nothing, `tau` is a
 # relevance threshold (0 leaves no negatives), alpha / beta of Multi-Similarity divide.
@@ -168,6 +190,8 @@ def check_train(config: ml_collections.ConfigDict) -> None:
             )
     for section in WEIGHTS:
         for name, value in _get(config, section).items():
+            if name not in WEIGHT_NAMES.get(section, (name,)):
+                raise InputError(f"unknown config.{section}.{name}: use {WEIGHT_NAMES[section]}")
             if value not in NON_NEGATIVE:
                 raise InputError(
                     f"config.{section}.{name} = {value!r} is not a weight: use {NON_NEGATIVE} "
@@ -176,7 +200,9 @@ def check_train(config: ml_collections.ConfigDict) -> None:
     for key, choices in CHOICES.items():
         value = _get(config, key)
         if value not in choices:
-            raise InputError(f"unknown config.{key} {value!r}: use one of {choices}")
+            hint = f" ({HINTS[key]})" if key in HINTS else ""
+            raise InputError(f"unknown config.{key} {value!r}: use one of {choices}{hint}")
+    _check_fit(config)
     proxies.check_weights(_get(config, "data.relevance.weights"), "config.data.relevance.weights")
     _check_loss(config.loss)
     if config.mesh.data != -1 and config.mesh.data not in COUNT:
@@ -239,6 +265,32 @@ def _check_finite_and_seeds(config: ml_collections.ConfigDict, prefix: str = "")
                 )
 
 
+def _check_fit(config: ml_collections.ConfigDict) -> None:
+    """Values that must fit each other, and the sections a check of their own reads."""
+    pairing, loss = config.sampler.pairing, config.loss.name
+    fits = objectives.OBJECTIVES[loss].pairings
+    if pairing not in fits:
+        raise InputError(
+            f"config.sampler.pairing = {pairing!r} does not fit config.loss.name = {loss!r}: "
+            f"use one of {fits} (only batch losses pair a clip with a relevant caption)"
+        )
+    o = config.optimizer
+    if o.schedule == "warmup_cosine" and o.final_lr > o.lr:
+        raise InputError(
+            f"config.optimizer.final_lr = {o.final_lr} is above config.optimizer.lr = "
+            f"{o.lr}: the cosine decays from lr down to final_lr"
+        )
+    for key, spec in SPECS.items():
+        try:
+            spec(**_get(config, key).to_dict())
+        except (TypeError, ValueError) as e:
+            raise InputError(f"config.{key}: {e}") from None
+    try:
+        features.modality_names(config.data.modalities)
+    except ValueError as e:
+        raise InputError(f"config.data.modalities = {config.data.modalities!r}: {e}") from None
+
+
 def _check_loss(loss: ml_collections.ConfigDict) -> None:
     """Loss keywords (LOSS_KEYWORDS) of `config.loss` and of every batch loss section."""
     sections = [("loss", {"fixed_margin": loss.fixed_margin})]
@@ -259,6 +311,10 @@ def _check_model(model: ml_collections.ConfigDict) -> None:
     """Model sizes: integers >= 1 (context half-widths `m_*` >= 0), dropout rates in
     [0, 1), other numbers finite and > 0."""
     for name, value in model.items():
+        if name in MODEL_CHOICES and value not in MODEL_CHOICES[name]:
+            raise InputError(
+                f"unknown config.model.{name} {value!r}: use one of {MODEL_CHOICES[name]}"
+            )
         if name == "name" or isinstance(value, bool | str):
             continue
         if isinstance(value, int):
@@ -287,13 +343,10 @@ def best_metric_names(positives: str = "class") -> tuple[str, ...]:
     `jaxsvr.evaluation.metrics.evaluate` where higher is better, plus the class-threshold
     recalls (`class_*`) the evaluator adds with `eval.positives = "narration"`. Taken from
     the metrics of a 2 x 2 identity, so the list follows the metrics module."""
-    from jaxsvr.evaluation.evaluator import RECALL_KEYS
-    from jaxsvr.evaluation.metrics import evaluate
-
     eye = np.eye(2, dtype=np.float32)
-    names = [k for k in evaluate(eye, eye, backend="numpy") if not k.startswith(NOT_BEST)]
+    names = [k for k in metrics.evaluate(eye, eye, backend="numpy") if not k.startswith(NOT_BEST)]
     if positives == "narration":
-        names += [f"class_{k}" for k in names if k.startswith(RECALL_KEYS)]
+        names += [f"class_{k}" for k in names if k.startswith(evaluator.RECALL_KEYS)]
     return tuple(names)
 
 

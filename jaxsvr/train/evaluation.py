@@ -3,7 +3,8 @@ written as scalars and (at the end, when asked) exported.
 
 `evaluator(config, model, split, mesh)` builds the `RetrievalEvaluator` of the test split
 or of the validation split (`config.eval`: chunks, positives, threshold, backend, mAP);
-`evaluate(...)` runs it on a state and writes `<split>/` scalars to the run's writer.
+`evaluate(...)` runs it on a state and writes `<split>/` scalars to the run's writer;
+`evaluate_splits(...)` does so for the validation split, if any, then the test split.
 """
 
 from __future__ import annotations
@@ -110,6 +111,22 @@ def evaluate(
         metrics["eval_seconds"],
     )
     return {"step": step, **metrics}
+
+
+def evaluate_splits(
+    test: RetrievalEvaluator,
+    val: RetrievalEvaluator | None,
+    state,
+    step: int,
+    writer: MetricWriter,
+    export=None,
+) -> tuple[dict, dict | None]:
+    """`evaluate` on the validation split (None without one), then on the test split (with
+    `export`); returns (test metrics, validation metrics)."""
+    val_metrics = None
+    if val is not None:
+        val_metrics = evaluate(val, state, step, writer, "val")
+    return evaluate(test, state, step, writer, export=export), val_metrics
 
 
 def fmt(value: float | None, spec: str) -> str:

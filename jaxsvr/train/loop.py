@@ -60,7 +60,6 @@ import ml_collections
 import numpy as np
 import optax
 
-from jaxsvr import objectives
 from jaxsvr.checkpoints.manager import Checkpointer, all_finite
 from jaxsvr.errors import InputError
 from jaxsvr.files import json_text
@@ -70,7 +69,7 @@ from jaxsvr.runtime import parallel, precision
 from jaxsvr.runtime.workdir import Workdir, write_text
 from jaxsvr.train import batches, checks, optim, pipeline, warm_start
 from jaxsvr.train import evaluation as train_evaluation
-from jaxsvr.train.evaluation import evaluate, write_export
+from jaxsvr.train.evaluation import evaluate_splits, write_export
 from jaxsvr.train.metric_writers import MetricWriter
 from jaxsvr.train.monitor import Timer, VanishedGradients
 from jaxsvr.train.selection import Selection
@@ -103,7 +102,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str | Path) -
 def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> dict:
     lead = jax.process_index() == 0
     workdir = run_dir.path
-    objectives.check_name(config)
     mesh = parallel.make_mesh(config.mesh.data)
     logging.info(
         "devices: %d %s (%s), %d on this process; process %d of %d; outputs in %s",
@@ -147,7 +145,6 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     run_dir.open()
     ckpt = Checkpointer(
         workdir,
-        every_steps=config.checkpoint.every_steps,
         keep=config.checkpoint.keep,
         metric=config.checkpoint.best_metric,
     )
@@ -169,7 +166,14 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
         if splits.val is None
         else train_evaluation.evaluator(config, model, splits.val, mesh, "val")
     )
-    selection = Selection(config, ckpt, val_evaluator is not None)
+    eval_every = config.eval.every_epochs * steps_per_epoch
+    selection = Selection(
+        ckpt,
+        metric=config.checkpoint.best_metric,
+        early_stop_evals=config.train.early_stop_evals,
+        eval_every=eval_every,
+        has_val=val_evaluator is not None,
+    )
     train_evaluation.check_best_metric(  # on the split best/ and early stopping follow
         config.checkpoint.best_metric,
         val_evaluator or evaluator,
@@ -177,12 +181,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     )
     gather = config.train.gather
     source = batches.BatchSource(objective, run.train_inputs, batch_size, steps_per_epoch, gather)
-    if gather == "device":
-        tables = run.train_inputs.device_tables(rep)
-    elif gather == "host":
-        tables = {}
-    else:
-        raise InputError(f"unknown config.train.gather {gather!r}: use 'device' or 'host'")
+    tables = run.train_inputs.device_tables(rep) if gather == "device" else {}
     batch_sharding = {k: parallel.batch_sharded(mesh) for k in source.keys()}
     step_program = jax.jit(
         functools.partial(train_step, model=model, tx=tx, objective=objective, seed=config.seed),
@@ -190,39 +189,52 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
         out_shardings=(state_sharding, rep),
         donate_argnums=0,
     )
-    eval_every = config.eval.every_epochs * steps_per_epoch
-    selection.eval_every = eval_every
     export = workdir if lead and config.eval.export_similarity else None
     log_every = config.train.log_every_steps
-    pending: list[tuple[int, dict]] = []
+    save_every = config.checkpoint.every_steps
+    pending: list[tuple[int, dict]] = []  # (step, metrics on device) since the last _drain
     last_saved = start_step if resumed else None
     vanished = VanishedGradients()
     final = None
     timer = Timer(start_step, total_steps)
     prefetch = batches.Prefetch(source, mesh, start_step, total_steps, depth=config.train.prefetch)
-    stopped = selection.stopped(start_step) if resumed else False
+    last_step = total_steps
+    # a run stopped early stays stopped (a finished run was never stopped: the last step
+    # ends training anyway)
+    if resumed and start_step < total_steps and selection.stopped(start_step):
+        last_step = start_step
     try:
-        for step in range(start_step + 1, 0 if stopped else total_steps + 1):
+        # Each action that reads `state` (log, evaluate, save) first drains the pending
+        # metrics, which vouches for it (`_drain`): no non-finite state is logged as
+        # trained, evaluated or saved.
+        for step in range(start_step + 1, last_step + 1):
             batch = prefetch.next(timer)
             state, metrics = step_program(state, tables, batch)
             pending.append((step, metrics))
-            done = step == total_steps
-            if step % log_every == 0 or done or ckpt.should_save(step) or step % eval_every == 0:
-                scalars = _drain(pending, last_saved, vanished)  # vouches for `state`
-                if step % log_every == 0 or done:
-                    scalars.update(timer.rates(step))
-                    writer.write_scalars(step, {f"train/{k}": v for k, v in scalars.items()})
-                    writer.flush()
-                    timer.log(step, steps_per_epoch, scalars)
+            if itstime(step, log_every, total_steps):
+                scalars = _drain(pending, last_saved, vanished)
+                scalars.update(timer.rates(step))
+                writer.write_scalars(step, {f"train/{k}": v for k, v in scalars.items()})
+                writer.flush()
+                timer.log(step, steps_per_epoch, scalars)
             stop = False
-            if step % eval_every == 0 or done:
-                val = val_evaluator and evaluate(val_evaluator, state, step, writer, "val")
-                final = evaluate(evaluator, state, step, writer, export=export if done else None)
+            if itstime(step, eval_every, total_steps):
+                _drain(pending, last_saved, vanished)
+                final, val = evaluate_splits(
+                    evaluator,
+                    val_evaluator,
+                    state,
+                    step,
+                    writer,
+                    export=export if step == total_steps else None,
+                )
                 selection.see(step, state, final, val)
-                stop = not done and selection.stopped(step)
+                if step < total_steps:  # early stopping: the last step ends training anyway
+                    stop = selection.stopped(step)
                 if stop and export is not None:  # the state training ends with
                     write_export(evaluator, evaluator.similarity(state.params), export)
-            if ckpt.should_save(step) or done or stop:
+            if itstime(step, save_every, total_steps) or stop:
+                _drain(pending, last_saved, vanished)
                 ckpt.save(step, state)
                 last_saved = step
             if stop:
@@ -231,10 +243,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
         prefetch.close()
         ckpt.close()
     if final is None:  # resumed a finished run: evaluate its final state again
-        val = val_evaluator and evaluate(val_evaluator, state, start_step, writer, "val")
-        final = evaluate(evaluator, state, start_step, writer, export=export)
+        final, val = evaluate_splits(evaluator, val_evaluator, state, start_step, writer, export)
         final.update(_previous_summary(workdir / "metrics.json") or timer.summary())
-        selection.final_val = val  # best/ was decided when that state was first evaluated
+        selection.seen_again(val)
     else:
         final.update(timer.summary())
     final.update(selection.report())
@@ -300,13 +311,21 @@ def train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, objec
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
+def itstime(step: int, every: int, last: int) -> bool:
+    """Whether an action done every `every` steps and at the `last` step is due at `step`
+    (big_vision's `u.itstime`)."""
+    return step % every == 0 or step == last
+
+
 def _drain(pending: list, last_saved: int | None, vanished: VanishedGradients) -> dict:
-    """Means of the pending step metrics (pulled to the host).
+    """Means of the pending step metrics (pulled to the host); {} when none are pending.
 
     Raises TrainingDiverged at the first step whose loss is non-finite or whose update left
     a non-finite state. `last_saved` names the newest checkpoint: each save follows a drain
     that vouched for the saved state, so it is finite.
     """
+    if not pending:  # drained already at this step
+        return {}
     host = jax.device_get(pending)
     pending.clear()
     for step, m in host:

@@ -56,8 +56,8 @@ class Run:
 
 
 def build(config: ml_collections.ConfigDict) -> Run:
-    """Every stage of a run up to the train loop, from `config`."""
-    objectives.check_name(config)
+    """Every stage of a run up to the train loop, from `config` (checked by
+    `jaxsvr.train.checks.check_train`)."""
     fields = models.text_fields(config)
     splits = load_splits(config.data, fields, models.video_input(config))
     checks.check_data(config, splits, fields)  # before anything is written
@@ -96,6 +96,7 @@ def load_splits(
 
 def load_annotations(data: ml_collections.ConfigDict) -> Annotations:
     """The annotations `config.data.format` and `config.data.annotations` name."""
+    # check_train checks the format of a training run; the rescore job reads here without it
     if data.format not in FORMATS:
         raise InputError(f"unknown config.data.format {data.format!r}: use one of {tuple(FORMATS)}")
     return FORMATS[data.format](data)
@@ -171,11 +172,6 @@ def _captioned(data) -> Annotations:
         if not len(part):
             raise InputError(f"{path}: no {name} captions: the file must hold both splits")
     classes = split_relevance.syn_class_map(data.syn_classes)
-    if data.train_captions not in ("all", "first"):
-        raise InputError(
-            f"config.data.train_captions = {data.train_captions!r}: use 'all' (every caption "
-            "of a multi-caption video is a training pair) or 'first'"
-        )
     return caption_classes.annotations(
         train_rows,
         test_rows,

@@ -26,23 +26,31 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import ml_collections
-
 from jaxsvr.checkpoints.manager import Checkpointer
 
 
 class Selection:
     """Args:
-    config: the run's config (`checkpoint.best_metric`, `train.early_stop_evals`).
     ckpt: the run's checkpointer (after its restore: best/'s step and record).
+    metric: `config.checkpoint.best_metric`, which picks best/.
+    early_stop_evals: `config.train.early_stop_evals` (0: never stop early).
+    eval_every: steps between evaluations.
     has_val: whether the run has a validation split.
     """
 
-    def __init__(self, config: ml_collections.ConfigDict, ckpt: Checkpointer, has_val: bool):
+    def __init__(
+        self,
+        ckpt: Checkpointer,
+        *,
+        metric: str,
+        early_stop_evals: int,
+        eval_every: int,
+        has_val: bool,
+    ):
         self.ckpt, self.has_val = ckpt, has_val
-        self.metric = config.checkpoint.best_metric
-        self.patience = config.train.early_stop_evals
-        self.eval_every = 1  # steps between evaluations (the trainer sets it)
+        self.metric = metric
+        self.patience = early_stop_evals
+        self.eval_every = eval_every
         self.stop_step: int | None = None
         self.final_val: dict | None = None
         if self.metric and not has_val:
@@ -60,6 +68,11 @@ class Selection:
         self.final_val = val
         extra = {f"test/{k}": v for k, v in test.items() if k != "step"}
         self.ckpt.save_best(step, state, val, extra=extra)
+
+    def seen_again(self, val: dict | None) -> None:
+        """The validation metrics of a finished run's final state, evaluated again on a
+        rerun: reported as `val`; best/ was decided when that state was first evaluated."""
+        self.final_val = val
 
     def stopped(self, step: int) -> bool:
         """Whether training stops at `step`: an evaluation `patience` evaluations after

@@ -5,7 +5,7 @@ starts from another run's parameters (not its optimizer state, which starts fres
 its step: the new run's schedule runs from step 0). `init_from` names:
 
 - a run's workdir: its best checkpoint if it has one, else its latest
-  (`jaxsvr.runs.trained_run.find_checkpoint(..., "auto")`);
+  (`jaxsvr.checkpoints.layout.find_checkpoint(..., "auto")`);
 - or one step folder of a run (`WORKDIR/best/<step>`, `WORKDIR/checkpoints/<step>`).
 
 The parameters must be finite and those of the model this config builds, name for name and
@@ -23,10 +23,10 @@ from typing import Any
 import flax
 import numpy as np
 
+from jaxsvr.checkpoints import layout
 from jaxsvr.errors import InputError
 from jaxsvr.files import locations
 from jaxsvr.models import param_trees
-from jaxsvr.runs import trained_run
 
 KEY = "config.train.init_from"
 
@@ -35,16 +35,15 @@ def load(source: str, template: Any) -> Any:
     """The parameters of the checkpoint `source` names, as host arrays with `template`'s
     structure and dtypes (`template`: the new run's initial parameters)."""
     path = locations.locate(source)
+    found = layout.step_folder(path)
     if (path / "config.json").is_file():
-        found = trained_run.find_checkpoint(path, "auto", flag=KEY)
-    elif (path / "default").is_dir() and path.name.isdigit():
-        found = trained_run.Checkpoint(path.parent.name, int(path.name), path, "unknown")
-    else:
+        found = layout.find_checkpoint(path, "auto", flag=KEY)
+    elif found is None:
         raise InputError(
             f"{KEY} = {source!r} is neither a run's workdir (with config.json) nor a "
             "checkpoint step folder (WORKDIR/best/<step> or WORKDIR/checkpoints/<step>)"
         )
-    params = trained_run.restore_params(found, flag=KEY)
+    params = layout.restore_params(found, flag=KEY)
     diffs = param_trees.differences(template, params)
     if diffs:
         raise InputError(

@@ -8,14 +8,14 @@ from train_runs import config
 from jaxsvr import losses, objectives
 from jaxsvr.errors import InputError
 from jaxsvr.sampling.triplets import TripletLayout, TripletSampler
-from jaxsvr.train import pipeline
+from jaxsvr.train import checks, pipeline
 
 
 def test_every_loss_name_has_an_objective():
     assert set(objectives.NAMES) == {"triplet", "contra", *losses.BATCH_LOSSES}
     c = config("epic_jpose", "runlocal", loss__name="nope")
     with pytest.raises(InputError, match="unknown config.loss.name 'nope': use one of"):
-        objectives.check_name(c)
+        checks.check_train(c)
 
 
 @pytest.fixture(scope="module")
