@@ -26,6 +26,14 @@ jax.config.update("jax_default_matmul_precision", "highest")
 # compare bit for bit with what users run, so `tests/test_runlocal_pinned.py` turns the
 # optimizations back on (and clears the caches) for its runs.
 jax.config.update("jax_disable_most_optimizations", True)
+# The processes the tests start (training subprocesses, launcher processes, notebook
+# kernels) take both settings from the environment: they compile as fast (notebook 05,
+# which trains ConTra and HGR: 73 -> 45 CPU seconds), and a program one of them shares
+# with an in-process test (a config trained both ways) is the same program, compiled once
+# for the session's cache below. On CPU, where they run, float32 products are float32
+# under any precision setting: their numbers stay as they were.
+os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = "highest"
+os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
 
 # One XLA compilation cache per test session, shared by the in-process runs, the training
 # subprocesses they start and the pytest-xdist workers (all through the environment): the

@@ -136,7 +136,7 @@ def test_cli_outputs_get_the_usual_file_mode(tmp_path):
     from jaxsvr.runtime import cli
 
     script = (
-        "import os, numpy as np; from jaxsvr import cli; os.umask(0o027); "
+        "import os, numpy as np; from jaxsvr.runtime import cli; os.umask(0o027); "
         f"cli.save_npy_atomic({str(tmp_path / 'a.npy')!r}, np.zeros(3, np.float32))"
     )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)

@@ -39,6 +39,9 @@ def launch_command(workdir, config=JPOSE, *flags, processes=2, devices=2):
         f"--processes={processes}",
         f"--cpu-devices={devices}",
         "--timeout=240",
+        # when one process dies, the other waits in a collective (JAX's preemption notifier
+        # holds its SIGTERM) and ends only by the SIGKILL that follows the grace (10 s)
+        "--grace=1",
         "--",
         f"--config={config}",
         f"--workdir={workdir}",

@@ -142,7 +142,21 @@ def test_query_encoding_matches_training_tokens():
         assert str(e.value).startswith(says), str(e.value)
 
 
-def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
+def _run_in_process(capsys, args) -> tuple[int, str, list[str]]:
+    """`retrieve.cli.run`, the command's edge, in this process: (exit code, stdout, the
+    lines of stderr)."""
+    try:
+        code = retrieve.cli.run(retrieve.main, [str(a) for a in args])
+    except SystemExit as e:  # argparse's usage errors
+        code = e.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err.strip().splitlines()
+
+
+def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path, capsys):
+    """The command in a subprocess: its output, and one bad query for the contract (exit
+    code 2, one `error:` line, nothing on stdout); the other bad inputs through the same
+    edge in this process."""
     work = runs["mme"]
     done = run_retrieve("--workdir", work, "--query", "take the plate", "--top", "3", "--json")
     assert done.returncode == 0, done.stderr
@@ -154,15 +168,18 @@ def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
     assert table.returncode == 0, table.stderr
     assert table.stdout.split("\n")[0].split() == ["rank", "score", "narration_id", "narration"]
     assert len(table.stdout.strip().split("\n")) == 3
+    bad = run_retrieve("--workdir", work, "--query", "zzz")
+    assert bad.returncode == 2 and bad.stdout == ""
+    lines = bad.stderr.strip().splitlines()
+    says = "no word of the query is in the run's vocabulary"
+    assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], lines
     for args, says in (
-        (("--workdir", work, "--query", "zzz"), "no word of the query is in the run's vocabulary"),
         (("--workdir", tmp_path, "--query", "cut"), "has no config.json"),
         (("--workdir", work, "--clip", "nope"), "is not a test clip"),
         (("--workdir", runs["heads"], "--query", "cut"), "frozen text features"),
     ):
-        bad = run_retrieve(*args)
-        assert bad.returncode == 2 and bad.stdout == ""
-        lines = bad.stderr.strip().splitlines()
+        code, out, lines = _run_in_process(capsys, args)
+        assert code == 2 and out == ""
         assert len(lines) == 1 and lines[0].startswith("error:") and says in lines[0], lines
 
 
@@ -181,11 +198,6 @@ def test_cli_prints_a_table_or_json_and_errors_in_one_line(runs, tmp_path):
 def test_bad_flags_are_one_error_line(runs, capsys, args, says):
     """In process: the same `cli.run` edge as the command (`test_cli_prints_...`)."""
     work = runs["mme"]
-    try:
-        code = retrieve.cli.run(retrieve.main, ["--workdir", str(work), "--query", "cut", *args])
-    except SystemExit as e:  # argparse's usage errors
-        code = e.code
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert code == 2 and captured.out == "" and len(lines) == 1, lines
+    code, out, lines = _run_in_process(capsys, ["--workdir", work, "--query", "cut", *args])
+    assert code == 2 and out == "" and len(lines) == 1, lines
     assert lines[0].startswith("error: ") and says.format(work=work) in lines[0], lines

@@ -41,7 +41,7 @@ the last good checkpoint. Every log, evaluation and checkpoint step first checks
 since the last check, so no non-finite state is evaluated or saved, and a rerun with a saner
 optimiser resumes from that checkpoint. A gradient that stays exactly zero while the loss
 does not (a learning rate so large that every unit saturates, or a dead model) draws one
-warning after `train_monitor.ZERO_GRAD_STEPS` such steps: such a run would otherwise end
+warning after `monitor.ZERO_GRAD_STEPS` such steps: such a run would otherwise end
 quietly having learnt nothing.
 """
 
