@@ -124,18 +124,26 @@ def epic_sentences_parsed(epic_dir):
     return table.texts, captions.parse(table.texts)
 
 
-# The longest modules first: pytest-xdist (--dist loadscope) hands out modules in this
-# order, so no worker is left alone with a long module at the end of the run.
+# The longest modules first: pytest-xdist (--dist loadscope --no-loadscope-reorder, as
+# pyproject.toml sets) hands out whole modules in this order, so no worker is left alone
+# with a long module at the end of the run. (xdist's own reordering, by number of tests,
+# would put these few-test, long modules last.)
 LONGEST_FIRST = (
-    "test_distributed.py",
-    "test_main.py",
-    "test_train_contra.py",
     "test_notebooks.py",
-    "test_retrieve.py",
-    "test_train_objectives.py",
-    "test_checkpoint_faults.py",
+    "test_distributed.py",
     "test_runlocal_pinned.py",
+    "test_train_contra.py",
+    "test_checkpoint_faults.py",
+    "test_public_data.py",
+    "test_main.py",
+    "test_metrics.py",
+    "test_retrieve.py",
+    "test_train_msrvtt.py",
+    "test_mining_analysis.py",
+    "test_contra_analysis.py",
+    "test_train_objectives.py",
     "test_train_proxy.py",
+    "test_validation.py",
     "test_train_config_errors.py",
 )
 
