@@ -3,6 +3,8 @@
   python -m jaxsvr.evaluate --similarity S.npy [--similarity S2.npy ...] --relevance R.npy
   python -m jaxsvr.evaluate --submission FILE.pkl --allow-pickle --clips TEST.csv \
       --sentences TEST_SENTENCE.csv [--relevance R.npy]
+  python -m jaxsvr.evaluate --embeddings VIDEO.npy TEXT.npy --clips CLIPS.csv \
+      --sentences SENTENCES.csv [--memory MB]
 
 Prints one JSON object on stdout with every key of `jaxsvr.evaluation.metrics` (ndcg_v2t,
 ndcg_t2v, ndcg_avg, map_v2t, map_t2v, map_avg, ...; with `--bounds` also the lower-bound
@@ -22,6 +24,14 @@ relevance is `--relevance` in the tables' order, else their EPIC class relevance
 official relevancy matrix; `--relevance` may be that matrix's public pickle,
 `EPIC_100_retrieval_test_relevancy_mat.pkl`). A pickle runs code when loaded:
 `--allow-pickle` is required, and the challenge file is read with a whitelist.
+
+`--embeddings` scores [n_videos, d] clip and [n_texts, d] sentence embeddings (rows in
+the order of --clips / --sentences, EPIC-style class columns read as `--submission` reads
+them) by streamed evaluation (`jaxsvr.evaluation.streamed`): the similarity (dot products)
+and the EPIC class relevance are computed block by block and never held whole, in
+`--memory` MB of blocks; the numbers are those of `--similarity` on `video @ text.T`
+with `--relevance` the tables' class relevance. It runs the NumPy engine and logs its
+progress on stderr. A width or row count that does not match is one line.
 
 `--backend auto` (default) imports JAX only when a JAX accelerator plugin is installed (a
 CUDA/ROCm plugin, libtpu), and uses it when JAX then finds that accelerator; otherwise the
@@ -44,7 +54,7 @@ if __name__ == "__main__":  # the command line owns its process: jaxsvr.runtime.
 import numpy as np  # noqa: E402
 
 from jaxsvr.errors import InputError  # noqa: E402
-from jaxsvr.evaluation import metrics  # noqa: E402
+from jaxsvr.evaluation import metrics, streamed  # noqa: E402
 from jaxsvr.files import json_text  # noqa: E402
 from jaxsvr.runtime import cli  # noqa: E402
 
@@ -66,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         help="an EK-100 challenge file (python -m jaxsvr.submit), its rows and columns "
         "matched by id to --clips / --sentences; needs --allow-pickle",
     )
+    scored.add_argument(
+        "--embeddings",
+        nargs=2,
+        metavar=("VIDEO.npy", "TEXT.npy"),
+        help="[n_videos, d] clip and [n_texts, d] sentence embeddings, rows in the order of "
+        "--clips / --sentences: streamed evaluation against their class relevance, "
+        "similarity = dot product (docs/metrics.md#streamed-evaluation)",
+    )
     p.add_argument(
         "--relevance",
         metavar="R.npy",
@@ -73,8 +91,13 @@ def _parser() -> argparse.ArgumentParser:
         "--submission in the order of --clips / --sentences (also the official "
         "EPIC_100_retrieval_test_relevancy_mat.pkl), default their class relevance",
     )
-    p.add_argument("--clips", help="with --submission: the test clip CSV (row ids)")
-    p.add_argument("--sentences", help="with --submission: the test sentence CSV (column ids)")
+    p.add_argument(
+        "--clips", help="with --submission / --embeddings: the clip CSV (row ids, classes)"
+    )
+    p.add_argument(
+        "--sentences",
+        help="with --submission / --embeddings: the sentence CSV (column ids, classes)",
+    )
     p.add_argument(
         "--allow-pickle",
         action="store_true",
@@ -99,6 +122,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=("auto", "numpy", "jax"),
         help="auto: jitted JAX on a GPU/TPU, NumPy on CPU",
     )
+    p.add_argument(
+        "--memory",
+        type=cli.number(int, 1),
+        default=streamed.DEFAULT_MEMORY >> 20,
+        metavar="MB",
+        help="with --embeddings: MB of blocks in flight (the embeddings come on top)",
+    )
     p.add_argument("--timing", action="store_true", help="add the seconds spent to the JSON")
     return p
 
@@ -106,24 +136,81 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     start = time.perf_counter()
-    if args.submission is not None:
-        sim, rel = _submission(args)
+    if args.embeddings is not None:
+        result = _embeddings(args)
     else:
-        sim, rel = _similarities(args)
-    backend = metrics.choose_backend(args.backend, import_jax=True)
-    result = metrics.evaluate(
-        sim, rel, threshold=args.threshold, backend=backend, bounds=args.bounds
-    )
+        result = _matrices(args)
     if args.timing:
         result["seconds"] = time.perf_counter() - start
     sys.stdout.write(json_text.dumps(result, indent=1) + "\n")
     return 0
 
 
+def _matrices(args) -> dict:
+    """Metrics of --similarity / --submission: the dense path."""
+    if args.submission is not None:
+        sim, rel = _submission(args)
+    else:
+        sim, rel = _similarities(args)
+    backend = metrics.choose_backend(args.backend, import_jax=True)
+    return metrics.evaluate(sim, rel, threshold=args.threshold, backend=backend, bounds=args.bounds)
+
+
+def _embeddings(args) -> dict:
+    """Metrics of --embeddings against the class relevance of --clips / --sentences,
+    streamed."""
+    from jaxsvr.annotations import epic100
+
+    if args.relevance or args.allow_pickle:
+        raise InputError(
+            "--embeddings scores the class relevance of --clips / --sentences: --relevance "
+            "and --allow-pickle go with --similarity / --submission"
+        )
+    if args.backend == "jax":
+        raise InputError("--embeddings runs the NumPy engine: --backend jax goes with --similarity")
+    if not (args.clips and args.sentences):
+        raise InputError(
+            "--embeddings needs --clips and --sentences: the tables whose rows the "
+            "embeddings' rows are, in order (their class columns give the relevance)"
+        )
+    paths = dict(zip(("video", "text"), args.embeddings))
+    emb = {
+        name: cli.load_npy(path, f"{name} embeddings", float32=True, mmap=True, ndim=2)
+        for name, path in paths.items()
+    }
+    if emb["video"].shape[1] != emb["text"].shape[1]:
+        raise InputError(
+            f"video embeddings {paths['video']} are {emb['video'].shape[1]} wide, text "
+            f"embeddings {paths['text']} {emb['text'].shape[1]}: both must have the same d"
+        )
+    clips = epic100.read_clips(args.clips)
+    sents = epic100.read_sentences(args.sentences, clips)
+    for name, table, n in (("video", args.clips, len(clips)), ("text", args.sentences, len(sents))):
+        if len(emb[name]) != n:
+            raise InputError(
+                f"{name} embeddings {paths[name]} have {len(emb[name])} rows, {table} has "
+                f"{n}: one row per table row, in its order"
+            )
+    cli.log_to_stderr(verbose=True)  # progress of long evaluations
+    terms = streamed.class_terms(
+        clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
+    )
+    return streamed.evaluate_embeddings(
+        emb["video"],
+        emb["text"],
+        terms,
+        threshold=args.threshold,
+        bounds=args.bounds,
+        memory=args.memory << 20,
+    )
+
+
 def _similarities(args) -> tuple[np.ndarray, np.ndarray]:
     """--similarity (the average of the files) and --relevance."""
     if args.clips or args.sentences or args.allow_pickle:
-        raise InputError("--clips, --sentences and --allow-pickle go with --submission")
+        raise InputError(
+            "--clips, --sentences and --allow-pickle go with --submission or --embeddings"
+        )
     if args.relevance is None:
         raise InputError("--similarity needs --relevance (python -m jaxsvr.relevance)")
     # float32 on load: what the metrics compute in, checked finite after the cast.

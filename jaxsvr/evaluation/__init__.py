@@ -4,6 +4,8 @@
 - `query_stats`: per-query statistics, the boundary shared by the engines; tie rule.
 - `numpy_engine`: the CPU engine (packed-key sort, sparse statistics, threads).
 - `jax_engine`: the jitted engine for accelerators.
+- `streamed`: metrics from embeddings and class sets, block by block, never holding the
+  [n_videos, n_texts] matrices.
 - `python -m jaxsvr.evaluate`: the command line.
 """
 

@@ -69,7 +69,7 @@ def query_stats(
     jobs = []  # (direction, first query)
     rows = []  # block rows of each direction
     for d, (n_queries, n_items) in enumerate((sim.shape, sim.shape[::-1])):
-        rows.append(max(8, _BLOCK_BYTES // (8 * max(n_items, 1))))
+        rows.append(block_rows(n_items))
         jobs += [(d, start) for start in range(0, n_queries, rows[d])]
     size = max(rows[0] * sim.shape[1], rows[1] * sim.shape[0])  # items of the largest block
     local = threading.local()  # per-thread scratch, reused across blocks of both directions
@@ -94,6 +94,40 @@ def query_stats(
         with ThreadPoolExecutor(min(workers, len(jobs))) as pool:
             list(pool.map(work, jobs))  # re-raises errors
     return out
+
+
+def block_rows(n_items: int) -> int:
+    """Queries per block for queries of `n_items` items: about 4 MB of keys, at least 8.
+
+    The per-query statistics depend on the block a query is ranked in (running sums over
+    the block, in the last bits), so a caller that builds blocks itself (the streamed
+    evaluation) uses these blocks to give the dense path's numbers bit for bit.
+    """
+    return max(8, _BLOCK_BYTES // (8 * max(n_items, 1)))
+
+
+class RowBlocks:
+    """Ranks blocks of query rows that the caller builds (`jaxsvr.evaluation.streamed`),
+    as `query_stats` ranks its blocks, with scratch reused across blocks: one per thread.
+
+    Example:
+      ranker = RowBlocks(block_rows(n_items) * n_items)
+      stats = ranker(s, r)  # s, r: [n, n_items] float32, C-contiguous; n * n_items <= size
+    """
+
+    def __init__(self, size: int, *, narrow: bool = True):
+        self.size, self.use_narrow = size, narrow
+
+    def __call__(self, s: np.ndarray, r: np.ndarray, threshold: float = 1.0) -> dict:
+        """The QueryStats fields of the rows of s (similarities) against r (relevance)."""
+        folded = None
+        if self.use_narrow:  # attributes `narrow` / `packed`: the scratch of `query_stats`
+            stats, folded = _narrow_block_stats(s, r, 0, np.s_[:], threshold, self, self.size)
+            if stats is not None:
+                return stats
+        if not hasattr(self, "packed"):
+            self.packed = _Buffers(self.size)
+        return _block_stats(s, r, threshold, self.packed, folded)
 
 
 def _narrow_block_stats(s, rel, d, block, threshold, local, size) -> tuple:

@@ -14,15 +14,25 @@ a library user can apply the same settings to their own process.
   elsewhere), so the megabytes of temporaries the NumPy engine frees per block of queries
   stay in the process instead of being faulted in again for the next block.
 
+- `blas_threads(n)`: a context manager that limits the OpenBLAS NumPy loaded to n
+  threads and restores its count on exit (the streamed evaluation runs one block per
+  thread: BLAS threads on top of those oversubscribe the cores). It finds the library
+  among the process's mapped files, as threadpoolctl does; with another BLAS (or none
+  found) it changes nothing.
+
 What each saves, measured: docs/benchmarks.md#evaluation.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
+import re
 import sys
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
@@ -95,3 +105,50 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
         mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     )
+
+
+# OpenBLAS's thread-count functions under the names its builds export (NumPy's wheels:
+# scipy-openblas64 with a prefix and a 64 suffix).
+_OPENBLAS_PREFIXES = ("scipy_openblas", "openblas")
+_OPENBLAS_SUFFIXES = ("64_", "")
+
+
+@contextlib.contextmanager
+def blas_threads(n: int) -> Iterator[bool]:
+    """Limits OpenBLAS to `n` threads inside the block (see the module docstring); yields
+    whether an OpenBLAS was found. The limit is process-wide while it lasts."""
+    functions = _openblas_threads()
+    if functions is None:
+        yield False
+        return
+    get, set_ = functions
+    before = get()
+    set_(n)
+    try:
+        yield True
+    finally:
+        set_(before)
+
+
+@functools.lru_cache(maxsize=1)
+def _openblas_threads():
+    """(get, set) thread-count functions of the OpenBLAS NumPy loaded, or None."""
+    import numpy  # noqa: F401  (loads its BLAS)
+
+    try:
+        maps = Path("/proc/self/maps").read_text(errors="replace")
+    except OSError:
+        return None
+    for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in _OPENBLAS_PREFIXES:
+            for suffix in _OPENBLAS_SUFFIXES:
+                get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                set_ = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+                if get is not None and set_ is not None:
+                    get.restype, set_.argtypes = ctypes.c_int, (ctypes.c_int,)
+                    return get, set_
+    return None
