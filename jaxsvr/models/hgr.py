@@ -54,6 +54,7 @@ from jaxsvr.models.mme import WordTable
 
 EPS2 = 1e-16  # squared-norm clamp: a zero vector has cosine 0 and finite gradients
 _NEG = -1e30  # logit of masked entries (finite, so fully masked rows stay NaN-free)
+ALWAYS_STEPS = 8  # GRU steps always run; later ones only for a batch with longer captions
 VIDEO_LEVELS = ("sentence", "verb", "noun")
 
 
@@ -94,7 +95,23 @@ class GRU(nn.Module):
             return h, h
 
         h0 = jnp.zeros((x.shape[0], h_dim), gates_x.dtype)
-        _, hs = jax.lax.scan(step, h0, jnp.swapaxes(gates_x, 0, 1))
+        gates_x = jnp.swapaxes(gates_x, 0, 1)  # [L, n, 3H]
+        # Captions are short (EPIC: 2-3 tokens, a batch's longest rarely past 8) and the
+        # recurrence dominates the text encoder, so steps past ALWAYS_STEPS run only when a
+        # caption of the batch reaches them: one cond around the tail's scan (a cond per
+        # step saves the forward's work but not the backward's). Skipped outputs are zeros;
+        # padded steps are meaningless anyway. The gradients keep every bit whenever the
+        # batch's longest caption fits ALWAYS_STEPS (the tail then adds exact zeros).
+        head = min(gates_x.shape[0], ALWAYS_STEPS)
+        h, hs = jax.lax.scan(step, h0, gates_x[:head])
+        if gates_x.shape[0] > head:
+            tail = jax.lax.cond(
+                jnp.max(lengths) > head,
+                lambda h: jax.lax.scan(step, h, gates_x[head:])[1],
+                lambda h: jnp.zeros((gates_x.shape[0] - head,) + h.shape, h.dtype),
+                h,
+            )
+            hs = jnp.concatenate([hs, tail])
         hs = jnp.swapaxes(hs, 0, 1)  # [n, L, H]
         return _reverse_valid(hs, lengths) if self.reverse else hs
 

@@ -218,10 +218,18 @@ def test_training_gradients_are_finite(setup):
         assert any(name in k for k in nonzero), name
 
 
-def test_gru_directions_match_a_numpy_loop():
+@pytest.mark.parametrize(
+    "slots, lengths",
+    [
+        (5, [5, 2, 0]),
+        (12, [12, 9, 0]),  # past hgr.ALWAYS_STEPS: the tail's steps run
+        (12, [5, 2, 0]),  # slots past ALWAYS_STEPS that no caption reaches: skipped
+    ],
+)
+def test_gru_directions_match_a_numpy_loop(slots, lengths):
     rng = np.random.default_rng(3)
-    x = rng.normal(size=(3, 5, 4)).astype(np.float32)
-    lengths = np.array([5, 2, 0])
+    x = rng.normal(size=(3, slots, 4)).astype(np.float32)
+    lengths = np.array(lengths)
     for reverse in (False, True):
         gru = hgr.GRU(6, reverse=reverse)
         params = gru.init(jax.random.key(4), x, lengths)
