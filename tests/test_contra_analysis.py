@@ -19,15 +19,35 @@ from jaxsvr.train import loop
 matplotlib.use("Agg")
 
 
+def _contra(m: int):
+    """The runlocal ConTra config with clip context m, trained one epoch (what is checked
+    holds after any number of steps; the programs, compiled once per run, cost), saving
+    one checkpoint: the last step's, which the analyses read."""
+    return config(
+        "epic_contra",
+        f"m={m},runlocal",
+        train__num_epochs=1,
+        checkpoint__every_steps=1000,
+        checkpoint__best_metric="",
+    )
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """{m: TrainedRun} of ConTra runs with clip context m = 2 (2 layers) and m = 0."""
+def workdirs(tmp_path_factory):
+    """{m: workdir} of finished ConTra runs with clip context m = 2 (2 layers) and m = 0,
+    both trained with NEI (the default weight, 1)."""
     out = {}
     for m in (2, 0):
         work = tmp_path_factory.mktemp(f"contra_m{m}")
-        loop.train_and_evaluate(config("epic_contra", f"m={m},runlocal", train__num_epochs=2), work)
-        out[m] = TrainedRun.load(work, "latest")
+        loop.train_and_evaluate(_contra(m), work)
+        out[m] = work
     return out
+
+
+@pytest.fixture(scope="module")
+def runs(workdirs):
+    """{m: TrainedRun} of the runs of `workdirs`, at their latest checkpoints."""
+    return {m: TrainedRun.load(work, "latest") for m, work in workdirs.items()}
 
 
 def _layer0_by_hand(run: TrainedRun) -> np.ndarray:
@@ -143,13 +163,14 @@ def test_neighbour_similarity_by_hand():
     assert got.gap == pytest.approx(((0.6 - 0.5) + (0.4 - 0.45) + (0.5 - 0.1)) / 3)
 
 
-def test_neighbour_similarity_of_runs_with_and_without_nei(tmp_path):
+def test_neighbour_similarity_of_runs_with_and_without_nei(tmp_path, workdirs):
+    """The m = 2 run of `workdirs` (NEI weight 1) against the same config without NEI."""
+    c = _contra(2)
+    assert c.loss.contra.nei_weight == 1.0  # the shared run is the run with NEI
+    c.loss.contra.nei_weight = 0.0
+    loop.train_and_evaluate(c, tmp_path / "nei0.0")
     out = {}
-    for weight in (0.0, 1.0):
-        work = tmp_path / f"nei{weight}"
-        c = config("epic_contra", "m=2,runlocal", train__num_epochs=2)
-        c.loss.contra.nei_weight = weight
-        loop.train_and_evaluate(c, work)
+    for weight, work in ((0.0, tmp_path / "nei0.0"), (1.0, workdirs[2])):
         out[weight] = contra.neighbour_similarity_of(TrainedRun.load(work), m=1)
     for result in out.values():
         assert result.own.shape == result.neighbour.shape == (58,)

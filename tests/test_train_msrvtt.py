@@ -141,12 +141,32 @@ def test_the_evaluated_split_is_said_in_the_log(tmp_path, caplog, files, evaluat
     assert says[1] in lines[0].getMessage() and str(path) in lines[0].getMessage()
 
 
-def test_ranp_trains_on_built_in_msrvtt_videos_and_reports_ndcg_only(tmp_path):
-    c = config("msrvtt_hgr", "ranp,runlocal", train__num_epochs=2)
-    m = loop.train_and_evaluate(c, tmp_path)
+def _ranp(gather: str):
+    """RANP on the built-in videos for one epoch, one checkpoint in the latest/ folder (the
+    last step's) beside best/ by nDCG."""
+    return config(
+        "msrvtt_hgr",
+        "ranp,runlocal",
+        train__num_epochs=1,
+        train__gather=gather,
+        checkpoint__every_steps=1000,
+    )
+
+
+@pytest.fixture(scope="module")
+def ranp_run(tmp_path_factory):
+    """One RANP run on the built-in MSR-VTT videos (one epoch, features gathered on the
+    devices), shared by the tests that read its metrics or compare another run with it:
+    (workdir, final metrics)."""
+    workdir = tmp_path_factory.mktemp("ranp_device")
+    return workdir, loop.train_and_evaluate(_ranp("device"), workdir)
+
+
+def test_ranp_trains_on_built_in_msrvtt_videos_and_reports_ndcg_only(ranp_run, tmp_path):
+    workdir, m = ranp_run
     assert np.isfinite(m["ndcg_avg"]) and 0 < m["ndcg_avg"] <= 1
-    saved = json.loads((tmp_path / "metrics.json").read_text())
-    logged = {k for r in jsonl(tmp_path) for k in r}
+    saved = json.loads((workdir / "metrics.json").read_text())
+    logged = {k for r in jsonl(workdir) for k in r}
     for keys in (m, saved, logged):
         assert not [k for k in keys if "map_" in k], sorted(keys)
     assert "test/ndcg_avg" in logged
@@ -156,13 +176,12 @@ def test_ranp_trains_on_built_in_msrvtt_videos_and_reports_ndcg_only(tmp_path):
         )
 
 
-def test_host_and_device_gathers_agree_through_the_video_map(tmp_path):
-    """Caption rows reach their video's features the same way on the host and the devices."""
-    losses = {}
-    for gather in ("device", "host"):
-        c = config("msrvtt_hgr", "ran,runlocal", train__num_epochs=1, train__gather=gather)
-        loop.train_and_evaluate(c, tmp_path / gather)
-        losses[gather] = [r["train/loss"] for r in jsonl(tmp_path / gather) if "train/loss" in r]
+def test_host_and_device_gathers_agree_through_the_video_map(ranp_run, tmp_path):
+    """Caption rows reach their video's features the same way on the host and the devices
+    (the shared RANP run gathered on the devices, the same config on the host)."""
+    losses = {"device": [r["train/loss"] for r in jsonl(ranp_run[0]) if "train/loss" in r]}
+    loop.train_and_evaluate(_ranp("host"), tmp_path / "host")
+    losses["host"] = [r["train/loss"] for r in jsonl(tmp_path / "host") if "train/loss" in r]
     np.testing.assert_allclose(losses["host"], losses["device"], rtol=1e-5)
 
 
