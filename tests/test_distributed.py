@@ -11,6 +11,8 @@ argument errors, without processes.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -192,6 +194,37 @@ def _alive(pid: int) -> bool:
         return False
     state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
     return state != "Z"
+
+
+def test_streamed_evaluation_in_two_processes_equals_one_process(tmp_path):
+    """Each of 2 processes (1 device each) ranks its share of the query blocks and the
+    statistics are summed over processes: every metric key equals 1 process x 2 devices
+    (the same per-device programs) exactly, ties and single-instance positives included."""
+    spec = importlib.util.spec_from_file_location("local_launcher", LAUNCH)
+    local = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(local)
+    script = [sys.executable, str(ROOT / "tests" / "distributed_evaluation.py")]
+    port = local.free_port()
+    procs = []
+    try:
+        for i in range(2):
+            env = local.child_env(i, 2, 1, port)
+            procs.append(subprocess.Popen([*script, str(tmp_path / "two.json")], env=env))
+        one = local.child_env(0, 1, 2, port)
+        for name in distributed.LAUNCHER_VARS:  # one process, 2 devices
+            del one[name]
+        subprocess.run([*script, str(tmp_path / "one.json")], env=one, check=True, timeout=120)
+        for p in procs:
+            assert p.wait(timeout=120) == 0
+    finally:
+        for p in procs:  # ours to stop, whatever happened
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    two, one = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("two", "one"))
+    assert (two["processes"], one["processes"]) == (2, 1)
+    assert two["metrics"] == one["metrics"]
+    assert one["metrics"]["tied_v2t"] > 0 and "class_r1_v2t" in one["metrics"]
 
 
 def test_a_failing_process_ends_the_launcher_with_its_error_line(tmp_path):

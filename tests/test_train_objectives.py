@@ -99,6 +99,7 @@ def test_block_scoring_equals_all_pairs_with_ragged_chunks():
     """HGR test scores computed in [chunk, text_chunk] blocks on the devices."""
     import jax
 
+    from jaxsvr.evaluation import evaluate
     from jaxsvr.evaluation.evaluator import RetrievalEvaluator
     from jaxsvr.inputs import roles
     from jaxsvr.models import hgr
@@ -131,6 +132,11 @@ def test_block_scoring_equals_all_pairs_with_ragged_chunks():
 
     want = all_pairs(params, video, text)
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-6)
+    # the streamed metrics (blocks of the model's matrix) equal the dense path's exactly
+    scored = ev(params, with_similarity=True)
+    np.testing.assert_array_equal(scored.pop("similarity"), got)
+    scored.pop("eval_seconds")
+    assert scored == evaluate(got, rel, backend="numpy")
 
 
 def test_config_variants():

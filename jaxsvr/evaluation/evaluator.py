@@ -5,12 +5,23 @@ per modality; the last chunk is padded), with parameters replicated and chunks s
 the mesh. Embeddings are pytrees ({name: [n, ...]}), gathered to the host.
 
 Scores: for dot-product models (`Model.dot_product`) the similarity of video i and
-sentence j is the dot product of their `action` embeddings, one matrix product on the
-host. Other models (HGR) score blocks of `chunk` videos x `text_chunk` sentences with
-their jitted `similarity`: the sentence embeddings go to the devices once (replicated),
-each chunk of videos is embedded and stays on the devices (split over the mesh) while it
-is scored against every sentence block, and only the [chunk, text_chunk] scores return.
-`jaxsvr.evaluation.evaluate` ranks the [Nv, Nt] matrix against the class relevance.
+sentence j is the dot product of their `action` embeddings. Other models (HGR) score
+blocks of `chunk` videos x `text_chunk` sentences with their jitted `similarity`: the
+sentence embeddings go to the devices once (replicated), each chunk of videos is embedded
+and stays on the devices (split over the mesh) while it is scored against every sentence
+block, and only the [chunk, text_chunk] scores return.
+
+Metrics: with the NumPy engine (CPU; `backend` "numpy", or "auto" without an
+accelerator) the evaluation is streamed (`jaxsvr.evaluation.streamed`): each block of
+queries of each direction takes its similarity rows from the embeddings (dot-product
+models: the [Nv, Nt] matrix is never formed) or from the blocks' matrix (other models),
+and its relevance rows from the split's matrix, and only per-query statistics are kept.
+With N processes each computes its round-robin share of the blocks, the statistics are
+summed over processes (each query's come from one process, the others' are zeros, so the
+sum is exact) and every process reduces them to the same metrics, equal bit for bit to
+one process's. With the JAX engine (accelerators) the [Nv, Nt] similarity is formed on
+every process and process 0 ranks it (`jaxsvr.evaluation.jax_engine`), as the metrics of
+`jaxsvr.evaluation.evaluate`; the streamed path's blocks are NumPy only.
 
 Context models (ConTra) see each test clip in its window: `video_windows` [Nv, W] rows are
 gathered per chunk from the feature store (the sentences come already windowed). With an
@@ -21,6 +32,7 @@ are kept as `class_*`; nDCG and mAP always use the class relevance.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
@@ -31,7 +43,10 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from jaxsvr.evaluation.metrics import evaluate, undefined_metrics
+from jaxsvr.evaluation import blocks
+from jaxsvr.evaluation.metrics import choose_backend, evaluate, summarize, undefined_metrics
+from jaxsvr.evaluation.query_stats import QueryStats
+from jaxsvr.evaluation.streamed import stream_stats
 from jaxsvr.runtime import parallel
 
 # config.eval.positives of R@K and ranks: items with R >= threshold ("class"), or the clips
@@ -120,12 +135,21 @@ class RetrievalEvaluator:
     def __call__(self, params: Any, *, with_similarity: bool = False) -> dict[str, Any]:
         """The test metrics (and the similarity matrix under "similarity" if asked).
 
-        Every process embeds its share and holds the whole similarity matrix; the metrics
-        are computed once, on process 0, and sent to the others (every process needs them:
-        they all decide together whether a checkpoint is the best)."""
+        Every process embeds its share; every process ends with the same metrics (they all
+        decide together whether a checkpoint is the best): streamed with the NumPy engine
+        (each process ranks its share of the queries), else computed on process 0 and
+        sent to the others (module docstring)."""
         start = time.perf_counter()
-        sim = self.similarity(params)
-        metrics = _on_process_0(lambda: self._metrics(sim))
+        sim = None
+        if choose_backend(self.backend) == "numpy":
+            scores = self._scores(params)
+            metrics = self._streamed_metrics(scores)
+            if with_similarity:
+                dense = isinstance(scores, blocks.Matrix)
+                sim = scores.sim if dense else scores.video @ scores.text.T
+        else:
+            sim = self.similarity(params)
+            metrics = _on_process_0(lambda: self._metrics(sim))
         metrics["eval_seconds"] = time.perf_counter() - start
         if with_similarity:
             metrics["similarity"] = sim
@@ -148,13 +172,44 @@ class RetrievalEvaluator:
 
     def _metrics(self, sim: np.ndarray) -> dict[str, Any]:
         metrics = evaluate(sim, self.relevance, threshold=self.threshold, backend=self.backend)
+        single = None
         if self.instance is not None:
             single = evaluate(sim, self.instance, backend=self.backend)
+        return self._combine(metrics, single)
+
+    def _streamed_metrics(self, scores) -> dict[str, Any]:
+        """The metrics of `scores` (`blocks.Embeddings` or `blocks.Matrix`), streamed, this
+        process's share of the blocks computed here and the statistics summed over
+        processes."""
+        share = (jax.process_index(), jax.process_count())
+
+        def reduced(relevance: np.ndarray, threshold: float) -> dict[str, Any]:
+            parts = stream_stats(
+                scores, blocks.MatrixRelevance(relevance), threshold=threshold, share=share
+            )
+            return summarize(*(sum_over_processes(p) for p in parts))
+
+        single = None if self.instance is None else reduced(self.instance, 1.0)
+        return self._combine(reduced(self.relevance, self.threshold), single)
+
+    def _combine(self, metrics: dict[str, Any], single: dict[str, Any] | None) -> dict:
+        """The class-relevance metrics, with the recall keys of the single-instance
+        positives (`single`; the class ones kept as `class_*`) and the mAP keys dropped
+        unless reported."""
+        if single is not None:
             for key in [k for k in metrics if k.startswith(RECALL_KEYS)]:
                 metrics[f"class_{key}"], metrics[key] = metrics[key], single[key]
         if not self.report_map:
             metrics = {k: v for k, v in metrics.items() if not k.startswith(MAP_KEYS)}
         return metrics
+
+    def _scores(self, params: Any):
+        """The similarity's block source: the embeddings (dot-product models) or the
+        matrix the model's blocks score."""
+        t = self.text_embeddings(params)
+        if not self.dot:
+            return blocks.Matrix(self._blocks(params, t))
+        return blocks.Embeddings(self.video_embeddings(params), t)
 
     def _embed(self, fn, params, arrays: dict[str, np.ndarray], windows=None):
         n = len(next(iter(arrays.values())))
@@ -183,6 +238,24 @@ class RetrievalEvaluator:
                 cols = min(step, nt - t0)
                 out[v0 : v0 + rows, t0 : t0 + cols] = _to_host(block)[:rows, :cols]
         return out
+
+
+def sum_over_processes(stats: QueryStats) -> QueryStats:
+    """`stats` summed over processes (booleans: any), field by field; one process: as is.
+
+    Sent as bytes (JAX without x64 would narrow the float64 and int64 fields)."""
+    if jax.process_count() == 1:
+        return stats
+    fields = [f.name for f in dataclasses.fields(QueryStats)]
+    arrays = [np.ascontiguousarray(getattr(stats, f)) for f in fields]
+    payload = np.concatenate([a.view(np.uint8).reshape(-1) for a in arrays])
+    gathered = np.asarray(multihost_utils.process_allgather(payload))  # [processes, bytes]
+    out, offset = {}, 0
+    for name, a in zip(fields, arrays):
+        parts = gathered[:, offset : offset + a.nbytes].copy().view(a.dtype)
+        offset += a.nbytes
+        out[name] = parts.any(axis=0) if a.dtype == bool else parts.sum(axis=0, dtype=a.dtype)
+    return QueryStats(**out)
 
 
 def _on_process_0(compute) -> dict[str, Any]:

@@ -3,28 +3,17 @@
 `evaluate_embeddings(video, text, terms)` gives every key of `metrics.evaluate(sim, rel)`
 for sim = video @ text.T and rel = the weighted IoU of class sets (`class_terms`: the
 EPIC class relevance of `jaxsvr.relevance.class_relevance`) without ever holding either
-[n_videos, n_texts] matrix. For each block of queries of each direction it computes
-
-- the block's similarity from the embeddings: a float32 product of the query rows and
-  all item embeddings (one product for several blocks, up to 32 MB of similarities: BLAS
-  packs all item embeddings per product, which costs more than a small product), the dot
-  product the models' `similarity` computes (every jaxsvr model scores unit vectors, so
-  this is their cosine score; embeddings are used as given, not normalised). OpenBLAS's
-  blocked matrix product sums every dot product in the same order whatever the shapes,
-  so a block is the rows of the dense `video @ text.T` (or of its transpose) bit for bit
-  (tested at EK-100 size). Small products (OpenBLAS's small-matrix kernels; 20 x 300 at
-  d = 256 is one) and one-row products (the matrix-vector kernel: a block of one query
-  is computed as two rows) sum in another order, so there a differently shaped dense
-  product may differ in the last bit;
-- the block's relevance from the class sets: per term, an IoU table between the block's
-  distinct query sets and the items' distinct sets (`relevance.classes.iou_table`:
-  |A ∩ B| from a multi-hot product, union = |A| + |B| - |A ∩ B|, in float32), weighted
-  and summed as `weighted_iou` does, so every entry equals the dense matrix's bit for bit;
-- the block's per-query statistics by the NumPy engine (`numpy_engine.RowBlocks`, the
-  engine's own block ranking), written into `QueryStats` of each direction.
-
-Blocks go to threads (one block each, BLAS limited to one thread meanwhile:
-`runtime.process_tuning.blas_threads`).
+[n_videos, n_texts] matrix. `stream_stats(scores, relevance)` does the work for any block
+sources (`jaxsvr.evaluation.blocks`: similarity from embeddings or a matrix, relevance
+from class sets or a matrix). For each block of queries of each direction it takes the
+block's similarity rows (one product for several blocks, up to 32 MB of similarities:
+BLAS packs all item embeddings per product, which costs more than a small product) and
+relevance rows, and the NumPy engine's per-query statistics of the block
+(`numpy_engine.RowBlocks`, the engine's own block ranking), written into `QueryStats` of
+each direction. Blocks go to threads (one block each, BLAS limited to one thread
+meanwhile: `runtime.process_tuning.blas_threads`); with `share` a process computes only
+its round-robin part of the blocks (the trainer's evaluator sums the parts over
+processes).
 
 Only those statistics are kept, so memory is O(block x items + queries), and the
 statistics reduce to the metrics by `metrics.summarize`, as in the dense path. Blocks
@@ -45,14 +34,15 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import metrics, numpy_engine
+from jaxsvr.evaluation.blocks import BlockRelevance, Embeddings, Terms
 from jaxsvr.evaluation.query_stats import QueryStats
-from jaxsvr.relevance.classes import iou_table
 from jaxsvr.runtime import process_tuning
 
 log = logging.getLogger(__name__)
@@ -64,7 +54,8 @@ DEFAULT_MEMORY = 1 << 30  # bytes of blocks in flight (all threads)
 # EK-100: an upper estimate; peak RSS in benchmarks/streamed_evaluation.py agrees).
 BYTES_PER_PAIR = 8 + 8 + 42 + 17 + 40
 _PRODUCT_BYTES = 32 << 20  # similarity computed per matrix product (several blocks)
-Terms = Sequence[tuple[float, ClassSets, ClassSets]]  # (weight, clip sets, sentence sets)
+Relevance = Any  # `BlockRelevance`, `MatrixRelevance`: `shape` and `block(direction, start, stop)`
+Scores = Any  # `Embeddings`, `Matrix`: `shape` and `rows(direction, first, last)`
 
 
 def class_terms(
@@ -78,7 +69,7 @@ def class_terms(
 def evaluate_embeddings(
     video: np.ndarray,
     text: np.ndarray,
-    terms: Terms,
+    terms: Terms | Relevance,
     *,
     threshold: float = 1.0,
     bounds: bool = False,
@@ -93,7 +84,9 @@ def evaluate_embeddings(
       video: [n_videos, d] clip embeddings (float32; a memory map is read block by block).
       text: [n_texts, d] sentence embeddings.
       terms: (weight, clip sets [n_videos], sentence sets [n_texts]) per term
-        (`class_terms` for the EPIC class relevance).
+        (`class_terms` for the EPIC class relevance), or any relevance source: an object
+        with `shape` (n_videos, n_texts) and `block(direction, start, stop)`, as
+        `BlockRelevance` and `MatrixRelevance`.
       threshold, bounds: as in `metrics.evaluate`.
       memory: bytes of blocks in flight (`BYTES_PER_PAIR` per query-item pair of a block,
         and each thread's similarity product of several blocks, up to 32 MB); the
@@ -112,10 +105,10 @@ def evaluate_embeddings(
       InputError: bad shapes, non-finite embeddings or similarities, a threshold outside
         (0, 1], or a memory budget too small for a block of one query.
     """
+    relevance = terms if hasattr(terms, "block") else BlockRelevance(terms)
     v2t, t2v = stream_stats(
-        video,
-        text,
-        terms,
+        Embeddings(video, text),
+        relevance,
         threshold=threshold,
         memory=memory,
         workers=workers,
@@ -126,39 +119,60 @@ def evaluate_embeddings(
 
 
 def stream_stats(
-    video: np.ndarray,
-    text: np.ndarray,
-    terms: Terms,
+    scores: Scores,
+    relevance: Relevance,
     *,
     threshold: float = 1.0,
     memory: int = DEFAULT_MEMORY,
     workers: int | None = None,
     block_queries: int | None = None,
     progress_s: float = 30.0,
+    share: tuple[int, int] = (0, 1),
 ) -> tuple[QueryStats, QueryStats]:
-    """Per-query statistics (v2t, t2v) of `evaluate_embeddings` (same arguments)."""
-    video, text = _check(video, text, terms, threshold)
-    relevance = BlockRelevance(terms)
-    sides = ((video, text), (text, video))  # (queries, items) of v2t, t2v
-    plan = _plan(sides, memory, workers or min(4, os.cpu_count() or 1), block_queries)
+    """Per-query statistics (v2t, t2v) of `scores` (`Embeddings` or `Matrix`) against
+    `relevance` (`BlockRelevance` or `MatrixRelevance`); other arguments as in
+    `evaluate_embeddings`.
+
+    `share` = (index, count) computes only the blocks of one of `count` processes: jobs (a
+    similarity product of one or more blocks) are dealt round-robin, and the other
+    queries' statistics stay zero, so the sum over all shares is the whole (the trainer's
+    evaluator all-reduces them: `jaxsvr.evaluation.evaluator`). The jobs do not depend on
+    `count`, so any number of processes gives the same statistics bit for bit.
+    """
+    if tuple(relevance.shape) != tuple(scores.shape):
+        raise InputError(
+            f"{scores.shape[0]} videos x {scores.shape[1]} texts scored, but relevance of "
+            f"{relevance.shape[0]} clips x {relevance.shape[1]} sentences: one row per clip "
+            "and sentence, in the tables' order"
+        )
+    if not 0.0 < threshold <= 1.0:
+        raise InputError(f"positive threshold must be in (0, 1], got {threshold}")
+    index, count = share
+    if not 0 <= index < count:
+        raise ValueError(f"share {share}: need 0 <= index < count")
+    n_queries = scores.shape
+    n_items = scores.shape[::-1]
+    plan = _plan(n_queries, n_items, memory, workers or min(4, os.cpu_count() or 1), block_queries)
     workers, rows, group = plan
-    out = (QueryStats.empty(len(video)), QueryStats.empty(len(text)))
-    jobs = [(d, start) for d, (q, _) in enumerate(sides) for start in range(0, len(q), group[d])]
-    size = max(rows[d] * len(items) for d, (_, items) in enumerate(sides))
+    out = (QueryStats.empty(n_queries[0]), QueryStats.empty(n_queries[1]))
+    jobs = [(d, start) for d in (0, 1) for start in range(0, n_queries[d], group[d])]
+    jobs = jobs[index::count]
+    size = max(rows[d] * n_items[d] for d in (0, 1))
     local = threading.local()  # each thread's engine scratch, reused across blocks
-    progress = _Progress(sum(-(-len(q) // r) for (q, _), r in zip(sides, rows)), progress_s)
+    blocks = sum(-(-(min(s + group[d], n_queries[d]) - s) // rows[d]) for d, s in jobs)
+    progress = _Progress(blocks, progress_s)
 
     def work(job: tuple[int, int]) -> None:
         d, first = job
-        queries, items = sides[d]
-        last = min(first + group[d], len(queries))
-        sims = block_similarity(queries[first:last], items)  # [group, n_items]
+        last = min(first + group[d], n_queries[d])
+        sims = scores.rows(d, first, last)  # [last - first, n_items]
         lo, hi = float(sims.min()), float(sims.max())
         if not (np.isfinite(lo) and np.isfinite(hi)):
             name = ("video", "text")[d]
             raise InputError(
                 f"similarity of {name} queries {first}..{last - 1} has non-finite values "
-                "(the embeddings' products overflow float32): scale the embeddings"
+                "(the embeddings' products overflow float32, or the model's scores are not "
+                "finite): scale the embeddings"
             )
         if not hasattr(local, "ranker"):
             local.ranker = numpy_engine.RowBlocks(size)
@@ -168,7 +182,7 @@ def stream_stats(
             out[d].put(start, local.ranker(sims[start - first : stop - first], r, threshold))
             progress.done()
 
-    if workers == 1 or len(jobs) == 1:  # BLAS may use every core for the products
+    if workers == 1 or len(jobs) <= 1:  # BLAS may use every core for the products
         for job in jobs:
             work(job)
     else:  # blocks handed out as threads free up, as in the engine; one BLAS thread each
@@ -177,106 +191,27 @@ def stream_stats(
     return out
 
 
-def block_similarity(queries: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """[n, n_items] float32 dot products, the rows of the dense `queries @ items.T` (the
-    module docstring says when bit for bit; one query is computed as two rows: the
-    matrix-vector kernel NumPy takes for one row sums in another order)."""
-    q = np.asarray(queries, np.float32)
-    with np.errstate(over="ignore"):  # overflow is the caller's error (non-finite values)
-        if len(q) == 1:
-            return np.ascontiguousarray((np.concatenate([q, q]) @ items.T)[:1])
-        return q @ items.T
-
-
-class BlockRelevance:
-    """Blocks of R = sum_k w_k IoU(a_k[i], b_k[j]) from class sets, in either direction.
-
-    Each side's sets are factorised once (`ClassSets.unique`); a block computes an IoU
-    table between its queries' distinct sets and the items' distinct sets, then gathers
-    it, so memory is O(block x items) and every entry is `weighted_iou`'s bit for bit.
-
-    Example:
-      rel = BlockRelevance(class_terms(clip_verbs, clip_nouns, sent_verbs, sent_nouns))
-      r = rel.block(0, 0, 8)  # [8, n_texts]: clips 0..7 against every sentence
-      r = rel.block(1, 0, 8)  # [8, n_videos]: sentences 0..7 against every clip
-    """
-
-    def __init__(self, terms: Terms):
-        # per term: weight, then (distinct sets, inverse) of clips and of sentences
-        self._terms = [(np.float32(w), a.unique(), b.unique()) for w, a, b in terms]
-
-    def block(self, direction: int, start: int, stop: int) -> np.ndarray:
-        """[stop - start, n_items] float32 relevance of queries start..stop - 1 of
-        `direction` (0: clips against sentences, 1: sentences against clips)."""
-        out = None
-        for weight, *pair in self._terms:
-            (query_sets, query_id), (item_sets, item_id) = pair[direction], pair[1 - direction]
-            ids, inverse = np.unique(query_id[start:stop], return_inverse=True)
-            table = iou_table(query_sets.take(ids), item_sets)
-            if weight != 1.0:
-                table *= weight
-            part = np.take(table[inverse.reshape(-1)], item_id, axis=1)
-            if out is None:
-                out = part
-            else:
-                out += part
-        return out
-
-
-def _check(video, text, terms: Terms, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """The embeddings as float32 (memory maps stay maps), checked against the sets."""
-    video, text = (np.asarray(e) for e in (video, text))
-    if video.ndim != 2 or text.ndim != 2 or video.shape[1] != text.shape[1]:
-        raise InputError(
-            f"video embeddings {video.shape} and text embeddings {text.shape} must be "
-            "[n_videos, d] and [n_texts, d] with the same width d"
-        )
-    if len(video) == 0 or len(text) == 0:
-        raise InputError("embeddings are empty: need at least one video and one text")
-    if not terms:
-        raise InputError("no relevance terms: give the class sets of clips and sentences")
-    for _, clip_sets, sent_sets in terms:
-        if len(clip_sets) != len(video) or len(sent_sets) != len(text):
-            raise InputError(
-                f"{len(video)} video and {len(text)} text embeddings, but class sets of "
-                f"{len(clip_sets)} clips and {len(sent_sets)} sentences: one row per "
-                "clip and sentence, in the tables' order"
-            )
-    if not 0.0 < threshold <= 1.0:
-        raise InputError(f"positive threshold must be in (0, 1], got {threshold}")
-    out = []
-    for name, e in (("video", video), ("text", text)):
-        e = e if e.dtype == np.float32 else e.astype(np.float32)
-        if not (np.isfinite(e.min()) and np.isfinite(e.max())):
-            bad = np.argwhere(~np.isfinite(e))[0].tolist()
-            raise InputError(f"{name} embeddings have non-finite values (first at row {bad[0]})")
-        out.append(e)
-    return out[0], out[1]
-
-
-def _plan(sides, memory: int, workers: int, block_queries: int | None) -> tuple:
+def _plan(
+    n_queries: Sequence[int], n_items: Sequence[int], memory: int, workers: int, block_queries
+) -> tuple:
     """(threads, queries per block, queries per similarity product) of each direction
     within `memory` bytes."""
-    n_queries = [len(queries) for queries, _ in sides]
-    engine = [
-        min(numpy_engine.block_rows(len(items)), n) for n, (_, items) in zip(n_queries, sides)
-    ]
+    engine = [min(numpy_engine.block_rows(m), n) for n, m in zip(n_queries, n_items)]
     wanted = engine
     if block_queries is not None:
         if block_queries < 1:
             raise InputError(f"block_queries must be at least 1, got {block_queries}")
         wanted = [min(r, block_queries) for r in engine]
     # Threads: as many blocks of the wanted size (the larger direction's) as fit.
-    pair_bytes = [BYTES_PER_PAIR * len(items) for _, items in sides]
+    pair_bytes = [BYTES_PER_PAIR * m for m in n_items]
     block_bytes = max(r * b for r, b in zip(wanted, pair_bytes))
     workers = max(1, min(workers, memory // block_bytes))
     rows = [min(r, memory // (workers * b)) for r, b in zip(wanted, pair_bytes)]
     if min(rows) < 1:
         raise InputError(
             f"memory budget of {memory / 2**20:.3g} MB holds no block: one query against "
-            f"{max(len(items) for _, items in sides)} items needs "
-            f"{max(pair_bytes) / 2**20:.3g} MB ({BYTES_PER_PAIR} bytes per item); raise "
-            "the budget to at least that"
+            f"{max(n_items)} items needs {max(pair_bytes) / 2**20:.3g} MB "
+            f"({BYTES_PER_PAIR} bytes per item); raise the budget to at least that"
         )
     if rows != engine:
         log.info(
@@ -289,9 +224,9 @@ def _plan(sides, memory: int, workers: int, block_queries: int | None) -> tuple:
     # One product for several blocks: BLAS packs all item embeddings once per product, which
     # for blocks of a few queries against many items costs more than the product itself.
     group = []
-    for r, (_, items) in zip(rows, sides):
-        block_sim = 4 * r * len(items)  # a block's own similarity, in BYTES_PER_PAIR
-        spare = memory // workers - BYTES_PER_PAIR * r * len(items)
+    for r, m in zip(rows, n_items):
+        block_sim = 4 * r * m  # a block's own similarity, in BYTES_PER_PAIR
+        spare = memory // workers - BYTES_PER_PAIR * r * m
         group.append(r * max(1, min(_PRODUCT_BYTES // block_sim, 1 + spare // block_sim)))
     return workers, rows, group
 

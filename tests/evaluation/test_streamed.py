@@ -11,7 +11,7 @@ from jaxsvr import evaluate as evaluate_cli
 from jaxsvr.annotations import epic100
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
-from jaxsvr.evaluation import metrics, numpy_engine, streamed
+from jaxsvr.evaluation import blocks, metrics, numpy_engine, streamed
 from jaxsvr.relevance import class_relevance
 from jaxsvr.runtime import cli, process_tuning
 
@@ -83,6 +83,40 @@ def test_any_block_size_gives_the_dense_numbers(quantised, block_queries):
         assert want["tied_v2t"] == 23 and want["tied_t2v"] == 17
 
 
+def test_process_shares_sum_to_the_whole_bit_for_bit():
+    """Round-robin shares of the jobs (what each of N processes computes) hold zeros for
+    the other queries, so their sum, as the evaluator all-reduces it, is the whole."""
+    video, text, terms = _small(quantised=True)
+    scores, relevance = blocks.Embeddings(video, text), blocks.BlockRelevance(terms)
+    kw = dict(threshold=0.5, block_queries=2, workers=2)
+    whole = streamed.stream_stats(scores, relevance, **kw)
+    for count in (2, 3):
+        parts = [
+            streamed.stream_stats(scores, relevance, share=(i, count), **kw) for i in range(count)
+        ]
+        for d in (0, 1):
+            for field, want in vars(whole[d]).items():
+                got = sum(getattr(p[d], field) for p in parts)
+                np.testing.assert_array_equal(got.astype(want.dtype), want, err_msg=field)
+    with pytest.raises(ValueError, match="share"):
+        streamed.stream_stats(scores, relevance, share=(2, 2))
+
+
+def test_matrix_sources_give_the_dense_numbers():
+    """Similarity and relevance from materialised matrices (models scored by their own
+    `similarity`, a split's relevance), in blocks, equal the dense path."""
+    video, text, terms = _small(quantised=True)
+    sim = video @ text.T
+    rel = np.round(np.random.default_rng(1).uniform(size=sim.shape) * 3).astype(np.float32) / 3
+    want = metrics.evaluate(sim, rel, threshold=0.5, bounds=True, backend="numpy")
+    got = streamed.stream_stats(
+        blocks.Matrix(sim), blocks.MatrixRelevance(rel), threshold=0.5, block_queries=3
+    )
+    assert metrics.summarize(*got, bounds=True) == want
+    with pytest.raises(InputError, match="23 videos x 17 texts scored, but relevance of 17"):
+        streamed.stream_stats(blocks.Matrix(sim), blocks.MatrixRelevance(rel.T))
+
+
 def test_hand_worked_case():
     # Clip 0 (verb 0, noun 1) and clip 1 (verb 1, noun 1); sentence 0 describes clip 0,
     # sentence 1 shares only clip 1's noun. Clip 1 scores sentence 1 above sentence 0.
@@ -112,7 +146,7 @@ def test_one_query_block_similarity_is_the_dense_row():
     dense = video @ text.T
     for i in range(5):
         np.testing.assert_array_equal(
-            streamed.block_similarity(video[i : i + 1], text), dense[i : i + 1]
+            blocks.block_similarity(video[i : i + 1], text), dense[i : i + 1]
         )
 
 
@@ -154,7 +188,7 @@ def test_progress_is_logged_with_an_eta(caplog):
     "change, match",
     [
         (lambda v, t, s: (v[:, :5], t, s), "same width d"),
-        (lambda v, t, s: (v[:-1], t, s), "22 video and 17 text embeddings, but class sets of 23"),
+        (lambda v, t, s: (v[:-1], t, s), "22 videos x 17 texts scored, but relevance of 23 clips"),
         (lambda v, t, s: (v[0], t, s), "must be"),
         (lambda v, t, s: (np.where(v > 1, np.inf, v), t, s), "video embeddings have non-finite"),
         (lambda v, t, s: (v * 1e30, t * 1e30, s), "overflow float32"),
