@@ -137,6 +137,11 @@ def test_block_scoring_equals_all_pairs_with_ragged_chunks():
     np.testing.assert_array_equal(scored.pop("similarity"), got)
     scored.pop("eval_seconds")
     assert scored == evaluate(got, rel, backend="numpy")
+    # and with the accelerators' engine (jitted blocks), here on the CPU
+    ev.backend = "jax"
+    scored = ev(params)
+    scored.pop("eval_seconds")
+    assert scored == evaluate(got, rel, backend="jax")
 
 
 def test_config_variants():

@@ -11,17 +11,16 @@ sentence embeddings go to the devices once (replicated), each chunk of videos is
 and stays on the devices (split over the mesh) while it is scored against every sentence
 block, and only the [chunk, text_chunk] scores return.
 
-Metrics: with the NumPy engine (CPU; `backend` "numpy", or "auto" without an
-accelerator) the evaluation is streamed (`jaxsvr.evaluation.streamed`): each block of
-queries of each direction takes its similarity rows from the embeddings (dot-product
-models: the [Nv, Nt] matrix is never formed) or from the blocks' matrix (other models),
-and its relevance rows from the split's matrix, and only per-query statistics are kept.
-With N processes each computes its round-robin share of the blocks, the statistics are
-summed over processes (each query's come from one process, the others' are zeros, so the
-sum is exact) and every process reduces them to the same metrics, equal bit for bit to
-one process's. With the JAX engine (accelerators) the [Nv, Nt] similarity is formed on
-every process and process 0 ranks it (`jaxsvr.evaluation.jax_engine`), as the metrics of
-`jaxsvr.evaluation.evaluate`; the streamed path's blocks are NumPy only.
+Metrics are streamed (`jaxsvr.evaluation.streamed`): each block of queries of each
+direction takes its similarity rows from the embeddings (dot-product models: the [Nv, Nt]
+matrix is never formed) or from the blocks' matrix (other models), and its relevance
+rows from the split's matrix, and only per-query statistics are kept. The NumPy engine
+ranks the blocks on CPU (`backend` "numpy", or "auto" without an accelerator), the jitted
+JAX engine on accelerators (`jax_engine.stream_stats`: each block's product on the
+device). With N processes each ranks its round-robin share of the blocks, the statistics
+are summed over processes (each query's come from one process, the others' are zeros,
+so the sum is exact) and every process reduces them to the same metrics, equal bit for
+bit to one process's.
 
 Context models (ConTra) see each test clip in its window: `video_windows` [Nv, W] rows are
 gathered per chunk from the feature store (the sentences come already windowed). With an
@@ -34,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import time
 from typing import Any
 
@@ -43,8 +41,8 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from jaxsvr.evaluation import blocks
-from jaxsvr.evaluation.metrics import choose_backend, evaluate, summarize, undefined_metrics
+from jaxsvr.evaluation import blocks, jax_engine
+from jaxsvr.evaluation.metrics import choose_backend, summarize, undefined_metrics
 from jaxsvr.evaluation.query_stats import QueryStats
 from jaxsvr.evaluation.streamed import stream_stats
 from jaxsvr.runtime import parallel
@@ -135,24 +133,16 @@ class RetrievalEvaluator:
     def __call__(self, params: Any, *, with_similarity: bool = False) -> dict[str, Any]:
         """The test metrics (and the similarity matrix under "similarity" if asked).
 
-        Every process embeds its share; every process ends with the same metrics (they all
-        decide together whether a checkpoint is the best): streamed with the NumPy engine
-        (each process ranks its share of the queries), else computed on process 0 and
-        sent to the others (module docstring)."""
+        Every process embeds its share and ranks its share of the query blocks; every
+        process ends with the same metrics (they all decide together whether a checkpoint
+        is the best; module docstring)."""
         start = time.perf_counter()
-        sim = None
-        if choose_backend(self.backend) == "numpy":
-            scores = self._scores(params)
-            metrics = self._streamed_metrics(scores)
-            if with_similarity:
-                dense = isinstance(scores, blocks.Matrix)
-                sim = scores.sim if dense else scores.video @ scores.text.T
-        else:
-            sim = self.similarity(params)
-            metrics = _on_process_0(lambda: self._metrics(sim))
-        metrics["eval_seconds"] = time.perf_counter() - start
+        scores = self._scores(params)
+        metrics = self._streamed_metrics(scores)
         if with_similarity:
-            metrics["similarity"] = sim
+            dense = isinstance(scores, blocks.Matrix)
+            metrics["similarity"] = scores.sim if dense else scores.video @ scores.text.T
+        metrics["eval_seconds"] = time.perf_counter() - start
         return metrics
 
     @functools.cached_property
@@ -160,7 +150,7 @@ class RetrievalEvaluator:
         """The metrics this evaluator reports as None whatever the parameters, key -> why
         (`jaxsvr.evaluation.metrics.undefined_metrics`, with the keys `__call__` reports)."""
         out = undefined_metrics(self.relevance, self.threshold)
-        if self.instance is not None:  # as _metrics: recall keys from the instance positives
+        if self.instance is not None:  # as _combine: recall keys from the instance positives
             single = undefined_metrics(self.instance)
             recall = {k: v for k, v in out.items() if k.startswith(RECALL_KEYS)}
             out = {k: v for k, v in out.items() if k not in recall}
@@ -170,21 +160,17 @@ class RetrievalEvaluator:
             out = {k: v for k, v in out.items() if not k.startswith(MAP_KEYS)}
         return out
 
-    def _metrics(self, sim: np.ndarray) -> dict[str, Any]:
-        metrics = evaluate(sim, self.relevance, threshold=self.threshold, backend=self.backend)
-        single = None
-        if self.instance is not None:
-            single = evaluate(sim, self.instance, backend=self.backend)
-        return self._combine(metrics, single)
-
     def _streamed_metrics(self, scores) -> dict[str, Any]:
         """The metrics of `scores` (`blocks.Embeddings` or `blocks.Matrix`), streamed, this
         process's share of the blocks computed here and the statistics summed over
         processes."""
         share = (jax.process_index(), jax.process_count())
+        engine = (
+            stream_stats if choose_backend(self.backend) == "numpy" else jax_engine.stream_stats
+        )
 
         def reduced(relevance: np.ndarray, threshold: float) -> dict[str, Any]:
-            parts = stream_stats(
+            parts = engine(
                 scores, blocks.MatrixRelevance(relevance), threshold=threshold, share=share
             )
             return summarize(*(sum_over_processes(p) for p in parts))
@@ -256,20 +242,6 @@ def sum_over_processes(stats: QueryStats) -> QueryStats:
         offset += a.nbytes
         out[name] = parts.any(axis=0) if a.dtype == bool else parts.sum(axis=0, dtype=a.dtype)
     return QueryStats(**out)
-
-
-def _on_process_0(compute) -> dict[str, Any]:
-    """`compute()` (a dict of numbers) run on process 0 only, and sent to every process as
-    JSON (floats round-trip exactly)."""
-    if jax.process_count() == 1:
-        return compute()
-    payload = b""
-    if jax.process_index() == 0:
-        plain = {k: v.item() if isinstance(v, np.generic) else v for k, v in compute().items()}
-        payload = json.dumps(plain).encode()
-    size = int(multihost_utils.broadcast_one_to_all(np.array(len(payload), np.int64)))
-    data = np.frombuffer(payload, np.uint8) if payload else np.zeros(size, np.uint8)
-    return json.loads(np.asarray(multihost_utils.broadcast_one_to_all(data)).tobytes())
 
 
 def _rows(x: np.ndarray, start: int, size: int, windows: np.ndarray | None) -> np.ndarray:

@@ -9,6 +9,14 @@ results match the NumPy engine and the official evaluation to ~1e-12.
 On CPU, XLA's sort is several times slower than NumPy's SIMD sort: `evaluate(...,
 backend="auto")` only picks this engine when JAX's default backend is an accelerator.
 Blocks keep device memory bounded (block rows x items x a few float64 buffers).
+
+`stream_stats(scores, relevance)` is the streamed form (`jaxsvr.evaluation.streamed`, which
+runs the NumPy engine): block sources (`jaxsvr.evaluation.blocks`) give each block's
+similarity (from embeddings: a jitted float32 product at the highest precision, the item
+embeddings on the device once per direction) and relevance, so neither [n_videos,
+n_texts] matrix is held; with `share` a process ranks only its round-robin part of the
+blocks. The blocks are those of `query_stats`, so on the same similarity both give the
+same statistics bit for bit.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsvr.errors import InputError
+from jaxsvr.evaluation import blocks
 from jaxsvr.evaluation.query_stats import QueryStats
 
 _BLOCK_ELEMENTS = 1 << 25  # ~32M items per block: ~1.3 GB of float64 temporaries
@@ -41,16 +51,75 @@ def query_stats(
         return (_direction(sim, rel, threshold), _direction(sim.T, rel.T, threshold))
 
 
+def stream_stats(
+    scores, relevance, *, threshold: float = 1.0, share: tuple[int, int] = (0, 1)
+) -> tuple[QueryStats, QueryStats]:
+    """Per-query statistics (v2t, t2v) of block sources (module docstring): `scores` a
+    `blocks.Embeddings` or `blocks.Matrix`, `relevance` a `blocks.MatrixRelevance` or
+    `blocks.BlockRelevance`; `share` = (index, count) as in `streamed.stream_stats` (the
+    other queries' statistics stay zero).
+
+    Raises:
+      InputError: a block's similarity is not finite.
+    """
+    index, count = share
+    out = []
+    with jax.enable_x64(True):
+        for d in (0, 1):
+            n_queries, n_items = scores.shape[d], scores.shape[1 - d]
+            rows = _rows(n_queries, n_items)
+            similarity = _similarity_rows(scores, d, rows)
+            stats = QueryStats.empty(n_queries)
+            for job, start in enumerate(range(0, n_queries, rows)):
+                if job % count != index:
+                    continue
+                stop = min(start + rows, n_queries)
+                s = similarity(start, stop)
+                if not bool(jnp.isfinite(s).all()):
+                    raise InputError(
+                        f"similarity of {('video', 'text')[d]} queries {start}..{stop - 1} "
+                        "has non-finite values: scale the embeddings or fix the model output"
+                    )
+                r = _padded(jnp.asarray(relevance.block(d, start, stop), jnp.float32), rows)
+                part = jax.device_get(_block_stats(s, r, jnp.float32(threshold)))
+                stats.put(start, {k: v[: stop - start] for k, v in part.items()})
+            out.append(stats)
+    return out[0], out[1]
+
+
+def _similarity_rows(scores, direction: int, rows: int):
+    """f(start, stop): the [rows, n_items] float32 similarity of queries start..stop - 1
+    on the device, padded with zero rows."""
+    if isinstance(scores, blocks.Embeddings):
+        queries, items = (scores.video, scores.text)[:: 1 if direction == 0 else -1]
+        items = jnp.asarray(items)  # on the device once
+        return lambda a, b: _dot(_padded(jnp.asarray(queries[a:b]), rows), items)
+    return lambda a, b: _padded(jnp.asarray(scores.rows(direction, a, b)), rows)
+
+
+@jax.jit
+def _dot(queries, items):
+    return jnp.dot(queries, items.T, precision=jax.lax.Precision.HIGHEST)
+
+
+def _rows(n_queries: int, n_items: int) -> int:
+    return max(1, min(n_queries, _BLOCK_ELEMENTS // max(n_items, 1)))
+
+
+def _padded(x, rows: int):
+    """x with zero rows up to `rows`, so one compiled program serves every block."""
+    if x.shape[0] == rows:
+        return x
+    return jnp.pad(x, ((0, rows - x.shape[0]), (0, 0)))
+
+
 def _direction(sim, rel, threshold) -> QueryStats:
     n_queries, n_items = sim.shape
-    rows = max(1, min(n_queries, _BLOCK_ELEMENTS // max(n_items, 1)))
+    rows = _rows(n_queries, n_items)
     parts = []
     for start in range(0, n_queries, rows):
         s, r = sim[start : start + rows], rel[start : start + rows]
-        if s.shape[0] < rows:  # pad the last block so one compiled program serves all
-            pad = ((0, rows - s.shape[0]), (0, 0))
-            s, r = jnp.pad(s, pad), jnp.pad(r, pad)
-        parts.append(_block_stats(s, r, jnp.float32(threshold)))
+        parts.append(_block_stats(_padded(s, rows), _padded(r, rows), jnp.float32(threshold)))
     stats = jax.device_get(parts)
     merged = {k: np.concatenate([p[k] for p in stats])[:n_queries] for k in stats[0]}
     return QueryStats(**merged)

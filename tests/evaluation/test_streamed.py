@@ -117,6 +117,32 @@ def test_matrix_sources_give_the_dense_numbers():
         streamed.stream_stats(blocks.Matrix(sim), blocks.MatrixRelevance(rel.T))
 
 
+def test_jax_engine_blocks_equal_its_dense_path_and_share_exactly():
+    """The accelerator path (jitted blocks, each block's product on the device), run on
+    the CPU: integer embeddings make every product exact, so the statistics equal the
+    JAX engine's on the dense matrices bit for bit, and shares sum to the whole."""
+    from jaxsvr.evaluation import jax_engine
+
+    video, text, terms = _small(quantised=True)
+    scores, relevance = blocks.Embeddings(video, text), blocks.BlockRelevance(terms)
+    (_, cv, sv), (_, cn, sn) = terms
+    want = jax_engine.query_stats(video @ text.T, class_relevance(cv, cn, sv, sn), threshold=0.5)
+    whole = jax_engine.stream_stats(scores, relevance, threshold=0.5)
+    parts = [
+        jax_engine.stream_stats(scores, relevance, threshold=0.5, share=(i, 2)) for i in (0, 1)
+    ]
+    for d in (0, 1):
+        for field, value in vars(want[d]).items():
+            np.testing.assert_array_equal(getattr(whole[d], field), value, err_msg=field)
+            summed = sum(getattr(p[d], field) for p in parts).astype(value.dtype)
+            np.testing.assert_array_equal(summed, value, err_msg=field)
+    assert metrics.summarize(*whole) == metrics.evaluate(
+        video @ text.T, class_relevance(cv, cn, sv, sn), threshold=0.5, backend="jax"
+    )
+    with pytest.raises(InputError, match="non-finite"):
+        jax_engine.stream_stats(blocks.Embeddings(video * 1e30, text * 1e30), relevance)
+
+
 def test_hand_worked_case():
     # Clip 0 (verb 0, noun 1) and clip 1 (verb 1, noun 1); sentence 0 describes clip 0,
     # sentence 1 shares only clip 1's noun. Clip 1 scores sentence 1 above sentence 0.
