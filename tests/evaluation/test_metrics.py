@@ -142,11 +142,15 @@ def real_random(epic_test_relevance):
 
 
 def test_equals_official_style_on_real_test_relevance(epic_test_relevance, real_random):
-    rel = epic_test_relevance
-    sim, got = real_random
+    # every third clip and second sentence of the real relevance (3223 x 1921): the
+    # official-style loops cost 35 s at full size, where the engines are checked against
+    # each other (test_streamed.py) and the real relevance's chance level below
+    cut = np.s_[::3, ::2]
+    rel, sim = epic_test_relevance[cut], real_random[0][cut]
+    got = evaluate(sim, rel)
     want = ek100_baseline.evaluate(sim, rel.astype(np.float64))
     assert max(abs(got[k] - v) for k, v in want.items()) <= 1e-6
-    assert got["ndcg_avg"] == pytest.approx(0.11, abs=0.01)  # chance level on EK-100
+    assert got["n_queries_v2t"] == 3223 and got["excluded_map_t2v"] > 0
 
 
 def test_real_relevance_perfect_and_random(epic_test_relevance, real_random):
