@@ -4,7 +4,7 @@
   python -m jaxsvr.evaluate --submission FILE.pkl --allow-pickle --clips TEST.csv \
       --sentences TEST_SENTENCE.csv [--relevance R.npy]
   python -m jaxsvr.evaluate --embeddings VIDEO.npy TEXT.npy --clips CLIPS.csv \
-      --sentences SENTENCES.csv [--memory MB]
+      --sentences SENTENCES.csv [--memory MB] [--proxy bow|pos|syn [--no-own] ...]
 
 Prints one JSON object on stdout with every key of `jaxsvr.evaluation.metrics` (ndcg_v2t,
 ndcg_t2v, ndcg_avg, map_v2t, map_t2v, map_avg, ...; with `--bounds` also the lower-bound
@@ -33,6 +33,18 @@ and the EPIC class relevance are computed block by block and never held whole, i
 with `--relevance` the tables' class relevance. It runs the NumPy engine and logs its
 progress on stderr. A width or row count that does not match is one line.
 
+`--proxy bow|pos|syn` with `--embeddings` takes the relevance from a caption proxy of the
+tables' captions (`caption`, `narration` or `sentence` column: any caption CSV) instead
+of their classes, streamed too (`jaxsvr.evaluation.streamed_proxies`), with S = 1 where a
+sentence has the text of the clip's caption (`--no-own`: the proxy there too). The
+numbers are those of `--similarity` with `--relevance` the matrix of
+`python -m jaxsvr.relevance proxy --captions CLIPS.csv --columns SENTENCES.csv --own`
+(without `--own` for `--no-own`), and the proxy flags are that command's: `--per-video`
+(a video row per `video_id` of --clips, items of >= `--rho` of its captions; the video
+embeddings then have one row per video, in first-occurrence order), `--weights`,
+`--verb-classes` / `--noun-classes` (SYN; without them WordNet + Lesk, `--wordnet`),
+`--pipeline`. METEOR (`met`) is no weighted IoU of sets: it needs that dense matrix.
+
 `--backend auto` (default) imports JAX only when a JAX accelerator plugin is installed (a
 CUDA/ROCm plugin, libtpu), and uses it when JAX then finds that accelerator; otherwise the
 NumPy engine runs and JAX is never imported. Inputs are memory-mapped. The process keeps
@@ -54,8 +66,9 @@ if __name__ == "__main__":  # the command line owns its process: jaxsvr.runtime.
 import numpy as np  # noqa: E402
 
 from jaxsvr.errors import InputError  # noqa: E402
-from jaxsvr.evaluation import metrics, streamed  # noqa: E402
+from jaxsvr.evaluation import metrics, streamed, streamed_proxies  # noqa: E402
 from jaxsvr.files import json_text  # noqa: E402
+from jaxsvr.relevance import proxies, proxy_tables  # noqa: E402
 from jaxsvr.runtime import cli  # noqa: E402
 
 
@@ -92,11 +105,14 @@ def _parser() -> argparse.ArgumentParser:
         "EPIC_100_retrieval_test_relevancy_mat.pkl), default their class relevance",
     )
     p.add_argument(
-        "--clips", help="with --submission / --embeddings: the clip CSV (row ids, classes)"
+        "--clips",
+        help="with --submission / --embeddings: the clip CSV (row ids, classes; with --proxy "
+        "captions)",
     )
     p.add_argument(
         "--sentences",
-        help="with --submission / --embeddings: the sentence CSV (column ids, classes)",
+        help="with --submission / --embeddings: the sentence CSV (column ids, classes; with "
+        "--proxy captions)",
     )
     p.add_argument(
         "--allow-pickle",
@@ -129,13 +145,33 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MB",
         help="with --embeddings: MB of blocks in flight (the embeddings come on top)",
     )
+    p.add_argument(
+        "--proxy",
+        choices=proxies.NAMES,
+        help="with --embeddings: relevance from a caption proxy of --clips / --sentences "
+        "(their caption column) instead of their classes; bow, pos or syn (met: the dense "
+        "path)",
+    )
+    p.add_argument(
+        "--own",
+        action=argparse.BooleanOptionalAction,
+        help="with --proxy: S = 1 where a sentence has the text of the clip's (video's) "
+        "caption, the paper's relevance (default); --no-own keeps the proxy there",
+    )
+    proxy_tables.add_arguments(p, rows_flag="--clips")
     p.add_argument("--timing", action="store_true", help="add the seconds spent to the JSON")
     return p
 
 
+# the flags that only a caption proxy reads (argparse destinations)
+PROXY_FLAGS = ("own", "rho", "weights", *proxy_tables.READ_FLAGS)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     start = time.perf_counter()
+    _check_proxy_flags(args, parser)
     if args.embeddings is not None:
         result = _embeddings(args)
     else:
@@ -146,8 +182,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _check_proxy_flags(args, parser: argparse.ArgumentParser) -> None:
+    """A caption proxy's flags without --proxy would be ignored: one line instead."""
+    given = [f for f in PROXY_FLAGS if getattr(args, f) != parser.get_default(f)]
+    if given and args.proxy is None:
+        names = [f"--{f.replace('_', '-')}" for f in given]
+        names = ["--no-own" if n == "--own" and not args.own else n for n in names]
+        raise InputError(f"flags of a caption proxy given without --proxy: {', '.join(names)}")
+
+
 def _matrices(args) -> dict:
     """Metrics of --similarity / --submission: the dense path."""
+    if args.proxy is not None:
+        raise InputError(
+            "--proxy goes with --embeddings; for the dense path write the proxy's matrix "
+            "(python -m jaxsvr.relevance proxy ... --out R.npy) and give it as --relevance"
+        )
     if args.submission is not None:
         sim, rel = _submission(args)
     else:
@@ -157,13 +207,17 @@ def _matrices(args) -> dict:
 
 
 def _embeddings(args) -> dict:
-    """Metrics of --embeddings against the class relevance of --clips / --sentences,
-    streamed."""
-    from jaxsvr.annotations import epic100
-
+    """Metrics of --embeddings against the class relevance (or the --proxy relevance) of
+    --clips / --sentences, streamed."""
+    if args.proxy == "met":
+        raise InputError(
+            "--proxy met is METEOR, not a set proxy, and needs the dense path: python -m "
+            "jaxsvr.relevance proxy --proxy met --captions CLIPS --columns SENTENCES --own "
+            "--out R.npy, then --similarity S.npy --relevance R.npy"
+        )
     if args.relevance or args.allow_pickle:
         raise InputError(
-            "--embeddings scores the class relevance of --clips / --sentences: --relevance "
+            "--embeddings scores the relevance of --clips / --sentences: --relevance "
             "and --allow-pickle go with --similarity / --submission"
         )
     if args.backend == "jax":
@@ -171,7 +225,8 @@ def _embeddings(args) -> dict:
     if not (args.clips and args.sentences):
         raise InputError(
             "--embeddings needs --clips and --sentences: the tables whose rows the "
-            "embeddings' rows are, in order (their class columns give the relevance)"
+            "embeddings' rows are, in order (their class columns, or with --proxy their "
+            "captions, give the relevance)"
         )
     paths = dict(zip(("video", "text"), args.embeddings))
     emb = {
@@ -183,25 +238,48 @@ def _embeddings(args) -> dict:
             f"video embeddings {paths['video']} are {emb['video'].shape[1]} wide, text "
             f"embeddings {paths['text']} {emb['text'].shape[1]}: both must have the same d"
         )
-    clips = epic100.read_clips(args.clips)
-    sents = epic100.read_sentences(args.sentences, clips)
-    for name, table, n in (("video", args.clips, len(clips)), ("text", args.sentences, len(sents))):
-        if len(emb[name]) != n:
-            raise InputError(
-                f"{name} embeddings {paths[name]} have {len(emb[name])} rows, {table} has "
-                f"{n}: one row per table row, in its order"
-            )
+
+    def check_rows(n_rows: int, n_cols: int) -> None:
+        for name, table, n, per_video in (
+            ("video", args.clips, n_rows, args.per_video),  # a row per video_id of --clips
+            ("text", args.sentences, n_cols, False),
+        ):
+            if len(emb[name]) != n:
+                unit = "video_id (first-occurrence order)" if per_video else "table row"
+                raise InputError(
+                    f"{name} embeddings {paths[name]} have {len(emb[name])} rows, {table} "
+                    f"has {n}{' videos' if per_video else ''}: one row per {unit}, in its order"
+                )
+
+    if args.proxy is None:
+        relevance = _class_terms(args, check_rows)
+    else:
+        proxies.check_weights(args.weights, "--weights")
+        opts = proxy_tables.options(args)
+        tables = proxy_tables.read(args.proxy, args.clips, args.sentences, **opts, check=check_rows)
+        relevance = streamed_proxies.proxy_relevance(
+            args.proxy, tables, weights=tuple(args.weights), rho=args.rho, own=args.own is not False
+        )
     cli.log_to_stderr(verbose=True)  # progress of long evaluations
-    terms = streamed.class_terms(
-        clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
-    )
     return streamed.evaluate_embeddings(
         emb["video"],
         emb["text"],
-        terms,
+        relevance,
         threshold=args.threshold,
         bounds=args.bounds,
         memory=args.memory << 20,
+    )
+
+
+def _class_terms(args, check_rows):
+    """The EPIC class relevance's terms of --clips / --sentences."""
+    from jaxsvr.annotations import epic100
+
+    clips = epic100.read_clips(args.clips)
+    sents = epic100.read_sentences(args.sentences, clips)
+    check_rows(len(clips), len(sents))
+    return streamed.class_terms(
+        clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
     )
 
 

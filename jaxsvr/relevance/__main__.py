@@ -24,6 +24,10 @@ each distinct narration once, so a sentence is every clip's it narrates):
   python -m jaxsvr.relevance proxy --proxy bow --captions EPIC_100_retrieval_test.csv \
       --columns EPIC_100_retrieval_test_sentence.csv --own --out bow.npy
 
+The same relevance without the matrix, to score embeddings: `python -m jaxsvr.evaluate
+--embeddings V.npy T.npy --clips A.csv --sentences B.csv --proxy bow|pos|syn` (S = 1 as
+`--own` by default), with the flags below (`proxy_tables.add_arguments`).
+
 `--weights` (pos/syn) must be finite, non-negative, not both zero and sum to at most 1.
 Every matrix is checked to be non-empty and in [0, 1] before it is written.
 
@@ -38,10 +42,9 @@ import time
 
 import numpy as np
 
-from jaxsvr.annotations import caption_table, epic100
+from jaxsvr.annotations import epic100
 from jaxsvr.errors import InputError
-from jaxsvr.nlp import captions, wordnet
-from jaxsvr.relevance import proxies
+from jaxsvr.relevance import proxies, proxy_tables
 from jaxsvr.relevance.classes import class_relevance
 from jaxsvr.runtime import cli
 
@@ -68,25 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     x.add_argument("--captions", required=True, help="caption CSV of the rows")
     x.add_argument("--columns", help="caption CSV of the columns (default: --captions)")
     x.add_argument("--out", required=True, help="output .npy (float32 [rows, columns])")
-    x.add_argument("--per-video", action="store_true", help="one row per video_id of --captions")
-    x.add_argument(
-        "--rho",
-        type=cli.number(float, 0, 1, above=True),
-        default=proxies.DEFAULT_RHO,
-        help="with --per-video: a video holds what at least this share of its captions hold",
-    )
-    x.add_argument(
-        "--weights",
-        type=cli.number(float, 0),
-        nargs=2,
-        default=proxies.DEFAULT_WEIGHTS,
-        metavar=("VERB", "NOUN"),
-        help="pos/syn: alpha per part of speech: finite, >= 0, not both 0, sum <= 1",
-    )
-    x.add_argument("--verb-classes", help="syn: EPIC_100_verb_classes.csv-style vocabulary")
-    x.add_argument("--noun-classes", help="syn: EPIC_100_noun_classes.csv-style vocabulary")
-    x.add_argument("--pipeline", default=captions.DEFAULT_PIPELINE, help="spaCy pipeline")
-    x.add_argument("--wordnet", help="folder of WordNet 3.0 files (default: see wordnet.py)")
+    proxy_tables.add_arguments(x, rows_flag="--captions")
     x.add_argument(
         "--workers", type=cli.number(int, 1, MAX_WORKERS), default=2, help="met: processes"
     )
@@ -106,7 +91,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
     """The `proxy` command's matrix (float32 [rows, columns])."""
-    _check_class_flags(args)
     proxies.check_weights(args.weights, "--weights")
     if args.own and not args.columns:
         raise InputError(
@@ -114,44 +98,23 @@ def proxy_matrix(args: argparse.Namespace) -> np.ndarray:
         )
     if args.own and args.no_own:
         raise InputError("--own and --no-own contradict each other: give one")
-    classes = None
-    if args.proxy == "syn" and args.verb_classes:  # read (and check) before parsing
-        classes = proxies.ClassMap.from_vocabs(
-            epic100.read_classes(args.verb_classes), epic100.read_classes(args.noun_classes)
-        )
-    table = caption_table.read_csv(args.captions)
-    cols_table = caption_table.read_csv(args.columns) if args.columns else None
-    groups = table.video_groups()[1] if args.per_video else None
-    wn = None
-    if args.proxy == "met" or (args.proxy == "syn" and classes is None):
-        wn = wordnet.load(args.wordnet)
-        if classes is None and args.proxy == "syn":
-            classes = proxies.ClassMap.lesk(wn)
-    start = time.perf_counter()
-    rows = captions.parse(table.texts, args.pipeline)
-    cols = captions.parse(cols_table.texts, args.pipeline) if cols_table else None
-    logging.info("parsed captions with %s in %.2fs", args.pipeline, time.perf_counter() - start)
+    t = proxy_tables.read(args.proxy, args.captions, args.columns, **proxy_tables.options(args))
     rel = proxies.compute(
         args.proxy,
-        rows,
-        cols,
-        classes=classes,
-        wordnet=wn,
+        t.rows,
+        t.cols,
+        classes=t.classes,
+        wordnet=t.wordnet,
         weights=tuple(args.weights),
-        row_groups=groups,
+        row_groups=t.groups,
         rho=args.rho,
         workers=args.workers,
     )
-    if cols is None and not args.no_own:  # S = 1 where the column is the row's own caption
-        rel = proxies.relevance(rel, groups if groups is not None else np.arange(len(rows)))
+    if t.cols is None and not args.no_own:  # S = 1 where the column is the row's own caption
+        rel = proxies.relevance(rel, t.groups if t.groups is not None else np.arange(len(t.rows)))
     elif args.own:  # the same, where own captions are known by their text
-        rel = proxies.own_by_text(rel, table.texts, cols_table.texts, groups)
+        rel = proxies.own_by_text(rel, t.row_texts, t.col_texts, t.groups)
     return rel
-
-
-def _check_class_flags(args: argparse.Namespace) -> None:
-    if (args.verb_classes is None) != (args.noun_classes is None):
-        raise InputError("--verb-classes and --noun-classes go together: give both or neither")
 
 
 def _check_relevance(rel: np.ndarray, what: str) -> None:
@@ -186,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             time.perf_counter() - start,
         )
         return 0
-    _check_class_flags(args)
+    proxy_tables.check_class_flags(args.verb_classes, args.noun_classes)
     sizes = {}
     if args.verb_classes:
         sizes = {

@@ -31,9 +31,11 @@ the video's captions are the references of NLTK's multi-reference score (the max
 `relevance(proxy_matrix, own)` gives the training / evaluation relevance of the paper,
 S(x_i, y_j) = 1 where caption j belongs to video i, else the proxy; `own_by_text` the same
 where captions are known to be a row's own only by their text (EPIC's clips x distinct
-sentences). `compute(name, ...)`
-picks a proxy by name; `threshold_pairs` turns a train x train proxy into the semantic
-positives (S >= T, CSR, row by row) of thresholded triplets (`jaxsvr.sampling.triplets`).
+sentences; its pairs: `own_pairs_by_text`). `compute(name, ...)` picks a proxy by name;
+`set_terms` gives the class sets whose weighted IoU a set proxy is (streamed evaluation:
+`jaxsvr.evaluation.streamed_proxies`); `threshold_pairs` turns a train x train proxy into
+the semantic positives (S >= T, CSR, row by row) of thresholded triplets
+(`jaxsvr.sampling.triplets`).
 """
 
 from __future__ import annotations
@@ -52,13 +54,14 @@ from jaxsvr.relevance import meteor as meteor_lib
 from jaxsvr.relevance.classes import weighted_iou
 
 NAMES = ("bow", "pos", "syn", "met")
+SET_NAMES = ("bow", "pos", "syn")  # weighted IoUs of class sets (`set_terms`)
 DEFAULT_RHO = 0.25
 DEFAULT_WEIGHTS = (0.5, 0.5)  # alpha for verbs, nouns
 
 
 def bow(rows: Parsed, cols: Parsed | None = None, *, row_groups=None, rho=DEFAULT_RHO):
     """Bag-of-words IoU of non-stop-word lemmas."""
-    return _set_proxy([(1.0, "words")], rows, cols, _identity, row_groups, rho)
+    return weighted_iou(set_terms("bow", rows, cols, row_groups=row_groups, rho=rho))
 
 
 def pos(
@@ -70,8 +73,8 @@ def pos(
     rho=DEFAULT_RHO,
 ):
     """Part-of-speech IoU: alpha_verb IoU(verbs) + alpha_noun IoU(nouns)."""
-    terms = [(weights[0], "verbs"), (weights[1], "nouns")]
-    return _set_proxy(terms, rows, cols, _identity, row_groups, rho)
+    terms = set_terms("pos", rows, cols, weights=weights, row_groups=row_groups, rho=rho)
+    return weighted_iou(terms)
 
 
 def syn(
@@ -84,8 +87,47 @@ def syn(
     rho=DEFAULT_RHO,
 ):
     """Synset IoU: PoS over class / synset ids instead of words."""
-    terms = [(weights[0], "verbs"), (weights[1], "nouns")]
-    return _set_proxy(terms, rows, cols, classes.map, row_groups, rho)
+    terms = set_terms(
+        "syn", rows, cols, classes=classes, weights=weights, row_groups=row_groups, rho=rho
+    )
+    return weighted_iou(terms)
+
+
+def set_terms(
+    name: str,
+    rows: Parsed,
+    cols: Parsed | None = None,
+    *,
+    classes: ClassMap | None = None,
+    weights: tuple[float, float] = DEFAULT_WEIGHTS,
+    row_groups=None,
+    rho: float = DEFAULT_RHO,
+) -> list[tuple[float, ClassSets, ClassSets]]:
+    """(weight, row sets, column sets) per term of the set proxy `name` (SET_NAMES): their
+    `weighted_iou` is `bow` / `pos` / `syn`'s matrix, `evaluation.blocks.BlockRelevance`
+    its blocks.
+
+    Args:
+      name: "bow" (one term of weight 1: `words`), "pos" or "syn" (verbs, nouns).
+      rows, cols: parsed captions of the rows and columns (default: the rows).
+      classes: syn's class map (default: the words themselves).
+      weights: alpha of verbs and nouns (pos, syn).
+      row_groups, rho: multi-caption videos, one row set each (module docstring).
+    """
+    if name not in SET_NAMES:
+        raise InputError(f"{name!r} is not a set proxy: use one of {SET_NAMES}")
+    keys_of = _identity
+    if name == "syn":
+        keys_of = (classes or ClassMap({}, {})).map
+    fields = [(1.0, "words")] if name == "bow" else [(weights[0], "verbs"), (weights[1], "nouns")]
+    cols = rows if cols is None else cols
+    terms = []
+    for weight, field in fields:
+        a, b = _class_sets(keys_of(rows, field), keys_of(cols, field))
+        if row_groups is not None:
+            a = a.aggregate(np.asarray(row_groups), rho)
+        terms.append((weight, a, b))
+    return terms
 
 
 def met(
@@ -118,6 +160,22 @@ def own_by_text(
       col_texts: [columns] the column captions.
       row_groups: [row captions] the row (video) of each caption, or None (one each).
     """
+    rows, cols = own_pairs_by_text(row_texts, col_texts, row_groups)
+    out = np.array(proxy, np.float32, copy=True)
+    out[rows, cols] = 1.0
+    return out
+
+
+def own_pairs_by_text(
+    row_texts: Sequence[str], col_texts: Sequence[str], row_groups=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (row, column) pairs `own_by_text` sets to 1: column captions with the text of
+    one of the row's (video's) captions.
+
+    Returns:
+      (rows, cols), integer arrays of equal length; a pair may repeat (a video with two
+      captions of one text).
+    """
     ids = epic100.text_ids([*row_texts, *col_texts])
     row_ids, col_ids = ids[: len(row_texts)], ids[len(row_texts) :]
     groups = np.arange(len(row_texts)) if row_groups is None else np.asarray(row_groups)
@@ -128,10 +186,7 @@ def own_by_text(
     rows = np.repeat(groups, count)
     # the sorted positions lo, lo + 1, ... of each row caption's equal-text columns
     offset = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
-    cols = order[np.repeat(lo, count) + offset]
-    out = np.array(proxy, np.float32, copy=True)
-    out[rows, cols] = 1.0
-    return out
+    return rows, order[np.repeat(lo, count) + offset]
 
 
 def relevance(proxy: np.ndarray, own: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -241,17 +296,6 @@ def _word_classes(
 
 def _identity(parsed: Parsed, field: str) -> list[tuple[str, ...]]:
     return getattr(parsed, field)
-
-
-def _set_proxy(terms, rows, cols, keys_of, row_groups, rho) -> np.ndarray:
-    cols = rows if cols is None else cols
-    weighted = []
-    for weight, field in terms:
-        a, b = _class_sets(keys_of(rows, field), keys_of(cols, field))
-        if row_groups is not None:
-            a = a.aggregate(np.asarray(row_groups), rho)
-        weighted.append((weight, a, b))
-    return weighted_iou(weighted)
 
 
 def _class_sets(a_keys, b_keys) -> tuple[ClassSets, ClassSets]:
