@@ -34,7 +34,8 @@ def cpu_env(devices: int | None = None) -> dict:
     `devices` fake CPU devices if given."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     if devices:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        flags = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
+        env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
     return env
 
 

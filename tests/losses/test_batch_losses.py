@@ -353,6 +353,7 @@ def sharding_process(request, tmp_path_factory):
     np.savez(path, **sharding_data())
     # LLVM optimisation level 0 halves the compile time; both meshes compile with it.
     flags = "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0"
+    flags = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()  # conftest's, and these
     env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu")  # fake devices: CPU only
     proc = subprocess.Popen(
         [sys.executable, "-c", SHARDING_SCRIPT, str(path), json.dumps(SHARDING_CASES)],
