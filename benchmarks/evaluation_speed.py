@@ -1,7 +1,7 @@
 """Speed and memory of relevance and evaluation at the full EPIC-KITCHENS-100 test size.
 
   python benchmarks/evaluation_speed.py [--epic ../shared/data/epic100] [--repeats 3]
-      [--skip-baseline] [--with-jax-cpu] [--json out.json]
+      [--skip-baseline] [--with-jax-cpu] [--kinds ours ours_avx2 ...] [--json out.json]
 
 Needs only `pip install -e .` (no test extras). Each measurement runs in a fresh
 subprocess (so peak RSS is its own) on the same inputs: the real 9668 x 3842 test
@@ -9,7 +9,8 @@ relevance from the CSVs and a random similarity matrix without ties (so the offi
 evaluation is deterministic and comparable):
 
 - `ours`: `jaxsvr.evaluation.evaluate` (NumPy engine), nDCG + mAP + all other metrics in
-  both directions; wall time of the call, peak RSS of the process (inputs included);
+  both directions; wall time and CPU time (all threads, page faults included) of a first
+  and a second call, peak RSS of the process (inputs included);
 - `ours_avx2` (AVX-512 CPUs only): the same with NumPy's AVX2 code paths
   (NPY_DISABLE_CPU_FEATURES, `jaxsvr.runtime.process_tuning`): what a CPU without AVX-512 runs,
   and what `python -m jaxsvr.evaluate` chooses on AMD Zen 4;
@@ -114,7 +115,7 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
     sim, rel = np.load(tmp / "sim.npy"), np.load(tmp / "rel.npy")
     if what == "ranking":
         return ranking_variants(sim, rel)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if what.startswith("packed"):  # the engine with its packed 64-bit sort only
         import functools
 
@@ -126,11 +127,13 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
 
         result = evaluate(sim, rel, backend="numpy")
         out["seconds"] = time.perf_counter() - start
+        out["cpu_seconds"] = time.process_time() - cpu  # all threads, page faults included
         # a second call: what every evaluation after the first costs in one process (the
         # first also faults in the memory malloc hands back to the OS between blocks)
-        warm = time.perf_counter()
+        warm, cpu = time.perf_counter(), time.process_time()
         evaluate(sim, rel, backend="numpy")
         out["warm_seconds"] = time.perf_counter() - warm
+        out["warm_cpu_seconds"] = time.process_time() - cpu
     elif what == "jax_cpu":
         from jaxsvr.evaluation import evaluate
 
@@ -278,19 +281,27 @@ def table(report: dict) -> str:
             "relevance_cli",
         ),
     ]
-    lines = ["| what (9668 × 3842) | wall | peak RSS (inputs included) |", "|---|---|---|"]
+    lines = [
+        "| what (9668 × 3842) | wall | CPU time | peak RSS (inputs included) |",
+        "|---|---|---|---|",
+    ]
     for label, what in rows:
         if what not in runs:
             continue
         wall = _span([r["seconds"] for r in runs[what]], "{:.2f}") + " s"
         if "warm_seconds" in runs[what][0]:
             wall += f" (again: {_span([r['warm_seconds'] for r in runs[what]], '{:.2f}')} s)"
+        cpu = "—"
+        if "cpu_seconds" in runs[what][0]:
+            cpu = _span([r["cpu_seconds"] for r in runs[what]], "{:.2f}") + " s"
+            cpu += f" (again: {_span([r['warm_cpu_seconds'] for r in runs[what]], '{:.2f}')} s)"
         rss = [r["peak_rss_mb"] for r in runs[what] if "peak_rss_mb" in r]
-        lines.append(f"| {label} | {wall} | {_span(rss, '{:.0f}') + ' MB' if rss else '—'} |")
+        rss_text = _span(rss, "{:.0f}") + " MB" if rss else "—"
+        lines.append(f"| {label} | {wall} | {cpu} | {rss_text} |")
     if "batch_512" in runs:
         ms = _span([r["ms_per_batch"] for r in runs["batch_512"]], "{:.2f}")
         lines.append(
-            f"| `RelevanceIndex.matrix`, one 512 × 512 batch (train clips) | {ms} ms | — |"
+            f"| `RelevanceIndex.matrix`, one 512 × 512 batch (train clips) | {ms} ms | — | — |"
         )
     if "speedup_vs_baseline" in report:
         lines.append(
@@ -364,7 +375,8 @@ def main() -> None:
                 report["runs"].setdefault(what, []).append(result)
                 print(f"repeat {rep + 1}/{args.repeats} {what}: {result}", file=sys.stderr)
     runs = report["runs"]
-    if "baseline" in runs:
+    # The comparisons need the baseline, ours and the command: --kinds may leave some out.
+    if all(k in runs for k in ("baseline", "ours", "evaluate_cli")):
         # On AVX-512 CPUs the ratios use the faster of the baseline's two code paths.
         base = [
             min(b["seconds"] for b in group)

@@ -17,21 +17,19 @@ for the relevance separately:
    equal similarity get their gains in ascending order (the tie rule among R > 0).
 4. `query_stats.sparse_stats` as in the packed path.
 
-Text-to-video blocks read the relevance as a column stripe in its own layout (rows of a
-few contiguous floats) instead of through a transposed view, and only the similarity is
-transposed, in tiles.
+Text-to-video blocks copy the relevance's columns as they copy the similarity's, in
+tiles of the transposed view (`numpy_engine._copy`; a quarter cheaper than reading the
+column stripe in its own layout, docs/benchmarks.md#evaluation), and find the relevant
+entries as row blocks do (`row_entries`).
 """
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 
 from jaxsvr.evaluation.query_stats import sparse_stats
 
 _MAGNITUDE = np.int32(0x7FFFFFFF)
-_LOW_BYTE = 0 if sys.byteorder == "little" else 3  # the byte of a uint32 holding its bit 0
 _SPAN = 2**31  # key values a block may span (one bit is the relevance flag)
 
 
@@ -41,7 +39,7 @@ class Buffers:
 
     def __init__(self, size: int):
         self.keys = np.empty(size, np.int32)
-        self.scratch = np.empty(size, np.int32)  # folding, neighbour tests, a relevance stripe
+        self.scratch = np.empty(size, np.int32)  # folding, a relevance block, neighbour tests
         self.mask = np.empty(size, np.bool_)
         # the sort of the relevant entries (at most `size` of them)
         self.order = np.empty(size, np.uint64)
@@ -127,14 +125,17 @@ def block_stats(
         gain = gain[np.lexsort((gain, np.cumsum(head)))]
 
     u.sort(axis=1)
-    # Tied: sorted neighbours whose keys differ at most in the flag bit.
-    x = scratch.view(np.uint32)[:, 1:]
-    np.bitwise_xor(u[:, 1:], u[:, :-1], out=x)
-    np.less_equal(x, 1, out=mask[:, 1:])
-    tied = mask[:, 1:].any(axis=1)
-    np.bitwise_and(u.view(np.uint8)[:, _LOW_BYTE::4], 1, out=mask.view(np.uint8))
-    ranked = np.flatnonzero(mask)  # flagged positions, grouped by query, ascending
-    pos = ranked - np.repeat(np.arange(0, n * n_items, n_items), count)
+    # Tied: sorted neighbours whose keys differ at most in the flag bit (a row minimum:
+    # one pass fewer than a mask and `any`).
+    x = scratch.view(np.uint32)
+    np.bitwise_xor(u[:, 1:], u[:, :-1], out=x[:, 1:])
+    tied = x[:, 1:].min(axis=1, initial=2) <= 1
+    # Flagged positions through contiguous 32-bit passes (a strided read of the low bytes
+    # is not vectorised: docs/benchmarks.md#evaluation).
+    np.bitwise_and(u, np.uint32(1), out=x)
+    np.not_equal(x, 0, out=mask)
+    pos = np.flatnonzero(mask)  # flagged positions, grouped by query, ascending
+    pos -= np.repeat(np.arange(0, n * n_items, n_items), count)  # within the query
     stats = sparse_stats(count, pos, gain, n_items, threshold)
     stats["tied"] = tied
     return stats
@@ -148,19 +149,3 @@ def row_entries(r: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
     count = np.diff(np.searchsorted(flat, np.arange(0, n * n_items + 1, n_items)))
     query = np.repeat(np.arange(n), count)
     return count, query, flat, r.ravel()[flat]
-
-
-def stripe_entries(stripe: np.ndarray, buf: Buffers) -> tuple[np.ndarray, ...]:
-    """Relevant entries of a block of column queries, from the relevance's columns
-    stripe [n_items, n] in their own layout (copied contiguous first: a strided read of
-    rows of n floats, then flat index arithmetic)."""
-    n_items, n = stripe.shape
-    copy = buf.scratch.view(np.float32)[: n_items * n].reshape(n_items, n)
-    np.copyto(copy, stripe)
-    mask = buf.mask[: n_items * n].reshape(n_items, n)
-    np.not_equal(copy, 0, out=mask)
-    found = np.flatnonzero(mask)
-    item = found // n
-    query = found - item * n
-    gain = copy.ravel()[found]
-    return np.bincount(query, minlength=n), query, query * n_items + item, gain

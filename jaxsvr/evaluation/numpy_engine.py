@@ -3,10 +3,10 @@
 `query_stats(sim, rel)` gives the per-query statistics (`query_stats.QueryStats`) of
 video-to-text (rows) and text-to-video (columns) that `jaxsvr.evaluation.metrics` turns
 into nDCG, mAP and recalls. Blocks of about 4 MB of keys go to a few threads as they
-free up (NumPy's sort and ufuncs release the GIL); text-to-video blocks read S through
-transposed views in tiles, so no transposed copy is made. Each block is ranked by one
-`np.sort` per row of integer keys, in one of two ways with the same statistics bit for
-bit (tested) and the same tie rule (equal similarity: less relevant first):
+free up (NumPy's sort and ufuncs release the GIL); text-to-video blocks read S and R
+through transposed views in tiles, so no transposed copy is made. Each block is ranked
+by one `np.sort` per row of integer keys, in one of two ways with the same statistics
+bit for bit (tested) and the same tie rule (equal similarity: less relevant first):
 
 - **32-bit keys** (`narrow_keys`, the default; blocks whose keys span < 2^31 values, as
   cosine similarities in [-1, 1] and scores of one sign do): the similarity's order
@@ -142,8 +142,10 @@ def _narrow_block_stats(s, rel, d, block, threshold, local, size) -> tuple:
         return None, keys
     if d == 0:
         entries = narrow_keys.row_entries(rel[block], mask)
-    else:  # the relevance's column stripe in its own layout
-        entries = narrow_keys.stripe_entries(rel[:, block], local.narrow)
+    else:  # the relevance's columns copied as S's are, in tiles (the scratch is free now)
+        r = local.narrow.scratch.view(np.float32)[: n * n_items].reshape(n, n_items)
+        _copy(rel.T[block], r)
+        entries = narrow_keys.row_entries(r, mask)
     if not narrow_keys.packs(n, entries[1].size):  # the entries leave the keys as they are
         return None, keys
     return narrow_keys.block_stats(keys, lo, entries, threshold, local.narrow), None

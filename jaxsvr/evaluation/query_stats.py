@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import numpy as np
 
@@ -112,48 +113,38 @@ def sparse_stats(
     def query_of(entries: np.ndarray) -> np.ndarray:
         return np.searchsorted(first, entries, side="right") - 1
 
-    g = gain.astype(np.float64)
+    # Gains are widened to float64 inside the ufuncs (exactly, without a float64 copy).
     disc = table[pos]
     beyond = pos >= np.repeat(count, count)  # only the first K positions count
-    linear = g * disc
-    exp = np.exp2(g)
-    exp -= 1.0
+    linear = np.multiply(gain, disc)
+    coded = _few_gains(gain, count)  # None: too many distinct gains
+    if coded is None:
+        exp = np.exp2(gain, dtype=np.float64)
+        exp -= 1.0
+        runs = _sorted_runs(gain, count, first)
+    else:  # 2^r - 1 of each distinct gain, gathered: the same values, one exp2 per gain
+        exp, runs = coded
     exp *= disc
     stats = {"dcg_nocut": per_query(linear)}
     linear[beyond] = 0.0
     exp[beyond] = 0.0
     stats["dcg"], stats["dcg_exp"] = per_query(linear), per_query(exp)
 
-    # Ideal ranking: gains sorted descending within each query (r > 0, so float bits are
-    # monotone: sort the complement of the bits under the query index). Equal gains of a
-    # query form a run (EK-100 relevance takes 18 values): a run of gain g over ideal
-    # positions [a, b) adds g * (D(b) - D(a)), D(p) the sum of the first p discounts.
-    keys = np.repeat(np.arange(n_queries, dtype=np.uint64) << np.uint64(32), count)
-    keys |= np.invert(gain.view(np.uint32))
-    keys.sort()
-    head = np.empty(keys.size, np.bool_)
-    head[:1] = True
-    np.not_equal(keys[1:], keys[:-1], out=head[1:])
-    run = np.flatnonzero(head)  # first entry of each run; a run ends where the next starts
-    run_query = query_of(run)
-    low = np.invert(keys[run].astype(np.uint32))  # the bits of each run's gain
-    run_gain = low.view(np.float32).astype(np.float64)
+    # Ideal ranking: gains sorted descending within each query. Equal gains of a query form
+    # a run (EK-100 relevance takes 18 values): a run of gain g over ideal positions [a, b)
+    # adds g * (D(b) - D(a)), D(p) the sum of the first p discounts.
+    run_query, run_gain, run_exp, a, b = runs
     cum = cumulative_discounts(n_items)
-    start = first[run_query]
-    span = cum[np.append(run[1:], keys.size) - start] - cum[run - start]
+    span = cum[b] - cum[a]
     per_run = _Segments.grouped(run_query, n_queries)
     stats["idcg"] = per_run(run_gain * span)
-    stats["idcg_exp"] = per_run((np.exp2(run_gain) - 1.0) * span)
+    stats["idcg_exp"] = per_run(run_exp * span)
 
     # AP over the r = 1 items: graded numerator (sum of r ranked at or above) and binary.
     ones = np.flatnonzero(gain == 1)
     one_row = query_of(ones)
     per_one = _Segments.grouped(one_row, n_queries)
-    # Inclusive running sum of r within the query at each r = 1 entry: block-wide running
-    # sums minus those before the query's first entry.
-    total = np.zeros(g.size + 1)
-    np.cumsum(g, out=total[1:])
-    running = total[ones + 1] - total[first[one_row]]
+    running = _running_sums(gain, first, ones, one_row, per_one)
     inv_rank = 1.0 / (pos[ones] + 1.0)
     nth_one = np.arange(1.0, ones.size + 1.0) - np.repeat(per_one.first, per_one.count)
     stats["ap_graded"] = per_one(running * inv_rank)
@@ -178,6 +169,125 @@ def sparse_stats(
         last_pos=last_pos,
     )
     return stats
+
+
+def _sorted_runs(gain: np.ndarray, count: np.ndarray, first: np.ndarray) -> tuple:
+    """Runs of equal gain of each query in descending order, by one sort of all entries
+    (r > 0, so float bits are monotone: sort the complement of the bits under the query
+    index): (query, gain, 2^gain - 1, first and end ideal position within the query)."""
+    keys = np.repeat(np.arange(count.size, dtype=np.uint64) << np.uint64(32), count)
+    keys |= np.invert(gain.view(np.uint32))
+    keys.sort()
+    head = np.empty(keys.size, np.bool_)
+    head[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=head[1:])
+    run = np.flatnonzero(head)  # first entry of each run; a run ends where the next starts
+    run_query = np.searchsorted(first, run, side="right") - 1
+    low = np.invert(keys[run].astype(np.uint32))  # the bits of each run's gain
+    run_gain = low.view(np.float32).astype(np.float64)
+    start = first[run_query]
+    return (
+        run_query,
+        run_gain,
+        np.exp2(run_gain) - 1.0,
+        run - start,
+        np.append(run[1:], keys.size) - start,
+    )
+
+
+_SLOT_BITS = 12  # hash slots of the distinct gains: a few dozen rarely share one of 4096
+_HASH = np.uint32(0x9E3779B1)  # Fibonacci hashing: the top bits of bits * 2^32 / phi
+
+
+def _few_gains(gain: np.ndarray, count: np.ndarray) -> tuple | None:
+    """2^r - 1 of every entry and the ideal ranking's runs (as `_sorted_runs`), where a
+    block's gains take few distinct values (EK-100's class relevance takes 18); None where
+    two distinct gains share a hash slot, there are more than 255, or the (query, gain)
+    counts would outgrow the entries.
+
+    The distinct gains are found through a small hash table of their bits; exp2 (the
+    costliest ufunc of the statistics without AVX-512) is then computed once per distinct
+    gain and gathered, and the runs are counted per (query, gain) instead of sorted. Both
+    give the sorted path's values bit for bit: the same float operations on the same
+    values.
+
+    Args:
+      gain: [nnz] float32 > 0, grouped by query.
+      count: [n_queries] entries of each query.
+    """
+    if not gain.size:
+        return None
+    bits = gain.view(np.uint32)
+    slot = np.multiply(bits, _HASH, dtype=np.uint32)  # wraps
+    slot = np.right_shift(slot, np.uint32(32 - _SLOT_BITS), out=slot).astype(np.intp)
+    table = np.zeros(1 << _SLOT_BITS, np.uint32)  # 0: free (a gain > 0 has bits)
+    table[slot] = bits
+    check = table.take(slot)
+    check ^= bits
+    if check.any():  # distinct gains in one slot
+        return None
+    used = np.flatnonzero(table)
+    n_queries, n_codes = count.size, used.size
+    if n_codes > 255 or n_codes * n_queries > max(gain.size, 1 << 16):
+        return None
+    used = used[np.argsort(table[used])[::-1]]  # descending bits: descending gains
+    values = table[used].view(np.float32).astype(np.float64)  # [n_codes]
+    exp_values = np.exp2(values) - 1.0
+    per_slot = np.zeros(table.size)
+    per_slot[used] = exp_values
+    exp = per_slot.take(slot)
+    # Runs: per query, the entries of each code (the rank of a gain, descending).
+    code = np.zeros(table.size, np.uint8)
+    code[used] = np.arange(n_codes)
+    key = np.repeat(np.arange(0, n_queries * n_codes, n_codes), count)
+    key += code.take(slot)
+    counts = np.bincount(key, minlength=n_queries * n_codes).reshape(n_queries, n_codes)
+    stop = np.cumsum(counts, axis=1)
+    run_query, run_code = np.nonzero(counts)
+    b = stop[run_query, run_code]
+    a = b - counts[run_query, run_code]
+    return exp, (run_query, values[run_code], exp_values[run_code], a, b)
+
+
+def _running_sums(gain, first, ones, one_row, per_one) -> np.ndarray:
+    """Inclusive running sum of r within the query at each r = 1 entry (`ones`, of queries
+    `one_row`), in float64.
+
+    Block-wide running sums (one sequential cumsum over every entry) minus those before
+    the query's first entry; or, where every partial sum of the gains is exact in float64
+    (`_exact_sums`), and so equal whatever the order of additions, the sums of the
+    stretches that end at each r = 1 entry (one vectorised `np.add.reduceat`) accumulated
+    over the r = 1 entries alone.
+    """
+    if not ones.size:
+        return np.zeros(0)
+    if not _exact_sums(float(gain.min()), float(gain.max()), gain.size):
+        total = np.zeros(gain.size + 1)
+        np.cumsum(gain, dtype=np.float64, out=total[1:])
+        return total[ones + 1] - total[first[one_row]]
+    lead = np.empty(ones.size, np.bool_)  # the first r = 1 entry of its query
+    lead[:1] = True
+    np.not_equal(one_row[1:], one_row[:-1], out=lead[1:])
+    start = np.empty(ones.size, np.intp)  # each stretch: after the previous r = 1 entry
+    start[1:] = ones[:-1] + 1
+    start[lead] = first[one_row[lead]]
+    bounds = np.empty(2 * ones.size, np.intp)
+    bounds[0::2], bounds[1::2] = start, ones + 1
+    if bounds[-1] == gain.size:
+        bounds = bounds[:-1]
+    part = np.add.reduceat(gain, bounds, dtype=np.float64)[0::2]  # odd: between stretches
+    running = np.cumsum(part)
+    before = running[lead] - part[lead]  # the sums of earlier queries' stretches
+    running -= np.repeat(before, per_one.count[per_one.nonempty])
+    return running
+
+
+def _exact_sums(lo: float, hi: float, n: int) -> bool:
+    """Whether every sum of up to n float32 values in [lo, hi] (0 < lo) is exact in float64:
+    all are multiples of the lowest bit of lo's binade (normal or subnormal), and n * hi
+    is at most 2^53 of those (counted in integers: no rounding)."""
+    lowest = max(math.frexp(lo)[1] - 1, -126) - 23  # float32: 24 significant bits
+    return n * int(math.ldexp(hi, -lowest)) <= 2**53
 
 
 class _Segments:
