@@ -31,7 +31,9 @@ them) by streamed evaluation (`jaxsvr.evaluation.streamed`): the similarity (dot
 and the EPIC class relevance are computed block by block and never held whole, in
 `--memory` MB of blocks; the numbers are those of `--similarity` on `video @ text.T`
 with `--relevance` the tables' class relevance. It runs the NumPy engine and logs its
-progress on stderr. A width or row count that does not match is one line.
+progress on stderr; with the JAX engine (`--backend`, below) each block's product and
+ranking run on the device instead (`jax_engine.stream_stats`; `--memory` does not apply).
+A width or row count that does not match is one line.
 
 `--proxy bow|pos|syn` with `--embeddings` takes the relevance from a caption proxy of the
 tables' captions (`caption`, `narration` or `sentence` column: any caption CSV) instead
@@ -220,8 +222,6 @@ def _embeddings(args) -> dict:
             "--embeddings scores the relevance of --clips / --sentences: --relevance "
             "and --allow-pickle go with --similarity / --submission"
         )
-    if args.backend == "jax":
-        raise InputError("--embeddings runs the NumPy engine: --backend jax goes with --similarity")
     if not (args.clips and args.sentences):
         raise InputError(
             "--embeddings needs --clips and --sentences: the tables whose rows the "
@@ -261,6 +261,15 @@ def _embeddings(args) -> dict:
             args.proxy, tables, weights=tuple(args.weights), rho=args.rho, own=args.own is not False
         )
     cli.log_to_stderr(verbose=True)  # progress of long evaluations
+    if metrics.choose_backend(args.backend, import_jax=True) == "jax":
+        # the accelerator's engine: each block's product and ranking on the device
+        from jaxsvr.evaluation import blocks, jax_engine
+
+        scores = blocks.Embeddings(emb["video"], emb["text"])
+        if not hasattr(relevance, "block"):  # the class relevance's terms
+            relevance = blocks.BlockRelevance(relevance)
+        stats = jax_engine.stream_stats(scores, relevance, threshold=args.threshold)
+        return metrics.summarize(*stats, bounds=args.bounds)
     return streamed.evaluate_embeddings(
         emb["video"],
         emb["text"],
