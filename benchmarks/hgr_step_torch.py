@@ -40,8 +40,8 @@ Run by benchmarks/hgr_step_speed.py in its own process (torch and JAX never shar
 
 The last stdout line is one JSON object: framework, version, threads, ms_per_step (each
 timed step), median_ms, and parts_ms (median ms of the forward's video, text and
-scores + loss parts, the backward pass and the optimiser step). Imports only torch and
-the standard library.
+scores + loss parts, the backward pass and the optimiser step). Imports only torch,
+the standard library and `benchmarks/torch_reference.py`.
 """
 
 from __future__ import annotations
@@ -49,11 +49,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
-import time
 from dataclasses import dataclass
 
 import torch
+import torch_reference  # beside this script
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -250,14 +249,11 @@ def gather(tables: Tables, rows: torch.Tensor, rel: dict[str, torch.Tensor]) -> 
     )
 
 
-def train_step(model: HGR, optimiser: torch.optim.Optimizer, batch: Batch, parts: dict) -> float:
-    """One step of `train_one_batch`; adds each part's seconds to `parts`."""
-    clock = [time.perf_counter()]
-
-    def lap(name: str) -> None:
-        clock.append(time.perf_counter())
-        parts[name] = parts.get(name, 0.0) + clock[-1] - clock[-2]
-
+def train_step(
+    model: HGR, optimiser: torch.optim.Optimizer, batch: Batch, laps: torch_reference.Laps
+) -> float:
+    """One step of `train_one_batch`; `laps` gets each part's seconds."""
+    lap = laps.lap
     optimiser.zero_grad()
     v_sent, v_verb, v_noun = model.video(batch.fts, batch.fts_lens)
     lap("video")
@@ -352,47 +348,22 @@ def random_relevance(generator: torch.Generator) -> dict[str, torch.Tensor]:
     return {"sentence": (verb_eq + noun_iou) / 2, "verb": verb_eq, "noun": noun_iou}
 
 
-def set_threads(threads: int) -> None:
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:  # can only be set once, before any inter-op work
-        pass
-
-
-def _at_least(low: int):
-    """An argparse type: a whole number >= low (this script runs where jaxsvr may not be
-    installed, so not `jaxsvr.runtime.cli.number`)."""
-
-    def parse(text: str) -> int:
-        if not (text.strip().lstrip("-").isdigit() and int(text) >= low):
-            raise argparse.ArgumentTypeError(f"give a whole number at least {low}, not {text!r}")
-        return int(text)
-
-    return parse
-
-
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=_at_least(1), default=2)
-    parser.add_argument("--steps", type=_at_least(1), default=10)
-    parser.add_argument("--warmup", type=_at_least(0), default=3)
-    parser.add_argument("--seed", type=_at_least(0), default=0)
-    parser.add_argument("--segments", type=_at_least(1), default=8, help="segments per video")
-    parser.add_argument("--words", type=_at_least(1), default=16, help="longest caption")
-    parser.add_argument("--vocab", type=_at_least(2), default=899)
+    parser = torch_reference.parser(__doc__, steps=10)
+    at_least = torch_reference.at_least
+    parser.add_argument("--segments", type=at_least(1), default=8, help="segments per video")
+    parser.add_argument("--words", type=at_least(1), default=16, help="longest caption")
+    parser.add_argument("--vocab", type=at_least(2), default=899)
     parser.add_argument(
         "--caption-stats",
         help="JSON of histograms {lengths, verbs, nouns} to draw captions from",
     )
-    # Correctness check: --steps steps on one fixed batch, printing the losses.
-    parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
-    set_threads(args.threads)
+    torch_reference.set_threads(args.threads)
     torch.manual_seed(args.seed)
     generator = torch.Generator().manual_seed(args.seed)
     stats = None
@@ -410,29 +381,24 @@ def main() -> None:
 
     if args.check:
         fixed = batch()
-        losses = [train_step(model, optimiser, fixed, {}) for _ in range(args.steps)]
-        for i, loss in enumerate(losses):
-            print(f"step {i}: loss {loss:.6f}")
-        print(json.dumps({"framework": "torch", "check": True, "losses": losses}))
+        losses = [
+            train_step(model, optimiser, fixed, torch_reference.Laps()) for _ in range(args.steps)
+        ]
+        print(json.dumps(torch_reference.check_losses(losses)))
         return
+
+    def step(b: Batch) -> dict:
+        laps = torch_reference.Laps()
+        train_step(model, optimiser, b, laps)
+        return laps.parts
+
     batches = [batch() for _ in range(args.warmup + args.steps)]
-    times, parts = [], []
-    for i, b in enumerate(batches):
-        step_parts: dict = {}
-        start = time.perf_counter()
-        train_step(model, optimiser, b, step_parts)
-        if i >= args.warmup:
-            times.append((time.perf_counter() - start) * 1e3)
-            parts.append(step_parts)
-    result = {
-        "framework": "torch",
-        "version": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "ms_per_step": [round(t, 3) for t in times],
-        "median_ms": round(statistics.median(times), 3),
-        "parts_ms": {k: round(statistics.median(p[k] for p in parts) * 1e3, 3) for k in parts[0]},
-        "mean_caption_tokens": round(float(tables.lengths.float().mean()), 3),
-    }
+    times, parts = torch_reference.time_steps(step, batches, args.warmup)
+    result = torch_reference.result(
+        times,
+        parts_ms=torch_reference.median_parts(parts),
+        mean_caption_tokens=round(float(tables.lengths.float().mean()), 3),
+    )
     print(json.dumps(result))
 
 

@@ -24,19 +24,18 @@ Run by benchmarks/jpose_step_speed.py in its own process (torch and JAX never sh
 
 The last stdout line is one JSON object: framework, version, threads, ms_per_step (each
 timed step), median_ms and gflop_per_step (the multiply-adds of the Linear layers).
-Imports only torch and the standard library.
+Imports only torch, the standard library and `benchmarks/torch_reference.py`.
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import json
-import statistics
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+import torch_reference  # beside this script
 from torch import nn
 
 NUM_ROWS = 16115  # rows of the video feature table and of the caption token tables
@@ -215,37 +214,6 @@ def gflop_per_step(batch: int = BATCH, triplets: int = TRIPLETS) -> float:
     return total / 1e9
 
 
-def set_threads(threads: int) -> None:
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:  # can only be set once, before any inter-op work
-        pass
-
-
-def _at_least(low: int):
-    """An argparse type: a whole number >= low (this script runs where jaxsvr may not be
-    installed, so not `jaxsvr.runtime.cli.number`)."""
-
-    def parse(text: str) -> int:
-        if not (text.strip().lstrip("-").isdigit() and int(text) >= low):
-            raise argparse.ArgumentTypeError(f"give a whole number at least {low}, not {text!r}")
-        return int(text)
-
-    return parse
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=_at_least(1), default=2)
-    parser.add_argument("--steps", type=_at_least(1), default=20)
-    parser.add_argument("--warmup", type=_at_least(0), default=3)
-    parser.add_argument("--seed", type=_at_least(0), default=0)
-    # Correctness check: --steps steps on one fixed batch, printing the losses.
-    parser.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args()
-
-
 def setup(seed: int) -> tuple[JPoSE, torch.optim.Optimizer, Tables, torch.Generator]:
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -259,41 +227,26 @@ def check(steps: int, seed: int) -> dict:
     model, optimiser, tables, generator = setup(seed)
     indices = random_indices(generator)
     losses = [train_step(model, optimiser, tables, indices) for _ in range(steps)]
-    for i, loss in enumerate(losses):
-        print(f"step {i}: loss {loss:.6f}")
-    return {"framework": "torch", "check": True, "losses": losses}
+    return torch_reference.check_losses(losses)
 
 
 def benchmark(steps: int, warmup: int, seed: int) -> list[float]:
     """Milliseconds of each of `steps` timed steps, after `warmup` untimed ones."""
     model, optimiser, tables, generator = setup(seed)
     indices = [random_indices(generator) for _ in range(warmup + steps)]
-    times = []
-    for i, step_indices in enumerate(indices):
-        start = time.perf_counter()
-        train_step(model, optimiser, tables, step_indices)
-        if i >= warmup:
-            times.append((time.perf_counter() - start) * 1e3)
-    return times
+    step = functools.partial(train_step, model, optimiser, tables)
+    return torch_reference.time_steps(step, indices, warmup)[0]
 
 
 def main() -> None:
-    args = parse_args()
-    set_threads(args.threads)
+    args = torch_reference.parser(__doc__, steps=20).parse_args()
+    torch_reference.set_threads(args.threads)
     torch.set_default_dtype(torch.float32)
     if args.check:
         print(json.dumps(check(args.steps, args.seed)))
         return
     times = benchmark(args.steps, args.warmup, args.seed)
-    result = {
-        "framework": "torch",
-        "version": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "ms_per_step": [round(t, 3) for t in times],
-        "median_ms": round(statistics.median(times), 3),
-        "gflop_per_step": round(gflop_per_step(), 4),
-    }
-    print(json.dumps(result))
+    print(json.dumps(torch_reference.result(times, gflop_per_step=round(gflop_per_step(), 4))))
 
 
 if __name__ == "__main__":
