@@ -23,8 +23,8 @@ jax.config.update("jax_default_matmul_precision", "highest")
 # programs once each, and unoptimised compiles take about half the time (two trainer test
 # files: 74 s -> 40 s of pytest -n2). Tests compare runs with each other or with NumPy
 # references within float32 rounding, which holds either way; the pinned runlocal metrics
-# compare bit for bit with what users run, so `tests/test_runlocal_pinned.py` turns the
-# optimizations back on (and clears the caches) for its runs.
+# (`tests/test_runlocal_pinned.py`) compile this way too, and agree with users' optimized
+# runs within float32 rounding.
 jax.config.update("jax_disable_most_optimizations", True)
 # The processes the tests start (training subprocesses, launcher processes, notebook
 # kernels) take both settings from the environment: they compile as fast (notebook 05,
@@ -38,9 +38,9 @@ os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
 # compiles take about 40% less CPU time (tests/test_mining_analysis.py and
 # tests/models/test_hgr.py: 71 -> 44 CPU s) for the same float operations. Every process
 # of the session reads it from the environment at its first compile (this process too:
-# JAX has not started a backend yet), so runs compared with each other compile alike; the
-# pinned runs compile this way too, with XLA's optimizations on. The helpers that set
-# XLA_FLAGS for fake devices add to it (`train_runs.cpu_env`).
+# JAX has not started a backend yet), so runs compared with each other compile alike (with
+# XLA's optimizations on, as users compile, the ConTra runs took 50% more CPU time this
+# way). The helpers that set XLA_FLAGS for fake devices add to it (`train_runs.cpu_env`).
 TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
 os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), TEST_XLA_FLAGS]))
 

@@ -11,13 +11,21 @@ which is only right to run when a change is *meant* to move the numbers (say why
 commit). The plain `runlocal` of each config file runs in the default suite; the other
 variants (losses, margins, proxies) are marked slow.
 
+The runs compile as the rest of the suite does (tests/conftest.py: most XLA optimizations
+off, the CPU loop emitters), so they share compiled programs with the other tests of the
+same configs and cost a third of optimized compiles (172 -> 71 CPU s for the 9 plain
+runs). A user's run, compiled with every optimization, agrees with them within float32
+rounding: the pins of the plain runs were written optimized, and the comparison below
+holds for them.
+
 Bit for bit holds only on the machine that wrote the pins: XLA compiles for the host
 CPU's instruction set (AVX-512 or AVX2 change the float rounding of fused reductions),
 each jax / jaxlib release may fuse differently, and two machines with the same releases
 and vector extensions still differed in the last bit of one metric (epic_hgr's
 `ndcg_exp_v2t`, two AMD EPYC Zen 4 VMs). So each pin records the environment that wrote
-it (`_environment`: jax, jaxlib, numpy versions, the CPU's vector extensions, and the
-kernel's boot id, which names one machine until it restarts), and the comparison is bit
+it (`_environment`: jax, jaxlib, numpy versions, the CPU's vector extensions, the
+session's compile settings, and the kernel's boot id, which names one machine until it
+restarts), and the comparison is bit
 for bit only in that environment: to check a refactor bit for bit, write the pins at the
 commit before it (e.g. in a `git worktree`) and run this test at the refactor, on one
 machine. Everywhere else (CI, another session) the runs are compared within float32
@@ -40,17 +48,6 @@ from train_runs import config, train_losses
 from jaxsvr.train import loop
 
 PINS = Path(__file__).resolve().parent / "pinned" / "runlocal_metrics.json"
-
-
-@pytest.fixture(autouse=True)
-def optimized():
-    """These runs compile as users' do: XLA's optimizations on (conftest turns most off
-    for the other in-process tests), no program compiled the other way reused."""
-    jax.config.update("jax_disable_most_optimizations", False)
-    jax.clear_caches()
-    yield
-    jax.config.update("jax_disable_most_optimizations", True)
-    jax.clear_caches()
 
 
 WRITE = os.environ.get("JAXSVR_WRITE_PINS") == "1"
@@ -111,6 +108,8 @@ def environment() -> dict:
         "jaxlib": jaxlib.__version__,
         "numpy": np.__version__,
         "cpu": " ".join(vector),
+        "compile": f"{os.environ.get('XLA_FLAGS', '')} most optimizations off: "
+        f"{jax.config.read('jax_disable_most_optimizations')}",
         "boot": boot,
     }
 
