@@ -68,7 +68,7 @@ if __name__ == "__main__":  # the command line owns its process: jaxsvr.runtime.
 import numpy as np  # noqa: E402
 
 from jaxsvr.errors import InputError  # noqa: E402
-from jaxsvr.evaluation import metrics, streamed, streamed_proxies  # noqa: E402
+from jaxsvr.evaluation import blocks, metrics, streamed, streamed_proxies  # noqa: E402
 from jaxsvr.files import json_text  # noqa: E402
 from jaxsvr.relevance import proxies, proxy_tables  # noqa: E402
 from jaxsvr.runtime import cli  # noqa: E402
@@ -252,7 +252,7 @@ def _embeddings(args) -> dict:
                 )
 
     if args.proxy is None:
-        relevance = _class_terms(args, check_rows)
+        relevance = _class_relevance(args, check_rows)
     else:
         proxies.check_weights(args.weights, "--weights")
         opts = proxy_tables.options(args)
@@ -263,11 +263,9 @@ def _embeddings(args) -> dict:
     cli.log_to_stderr(verbose=True)  # progress of long evaluations
     if metrics.choose_backend(args.backend, import_jax=True) == "jax":
         # the accelerator's engine: each block's product and ranking on the device
-        from jaxsvr.evaluation import blocks, jax_engine
+        from jaxsvr.evaluation import jax_engine
 
         scores = blocks.Embeddings(emb["video"], emb["text"])
-        if not hasattr(relevance, "block"):  # the class relevance's terms
-            relevance = blocks.BlockRelevance(relevance)
         stats = jax_engine.stream_stats(scores, relevance, threshold=args.threshold)
         return metrics.summarize(*stats, bounds=args.bounds)
     return streamed.evaluate_embeddings(
@@ -280,15 +278,17 @@ def _embeddings(args) -> dict:
     )
 
 
-def _class_terms(args, check_rows):
-    """The EPIC class relevance's terms of --clips / --sentences."""
+def _class_relevance(args, check_rows):
+    """The EPIC class relevance of --clips / --sentences, as blocks."""
     from jaxsvr.annotations import epic100
 
     clips = epic100.read_clips(args.clips)
     sents = epic100.read_sentences(args.sentences, clips)
     check_rows(len(clips), len(sents))
-    return streamed.class_terms(
-        clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
+    return blocks.BlockRelevance(
+        streamed.class_terms(
+            clips.verb_classes, clips.noun_classes, sents.verb_classes, sents.noun_classes
+        )
     )
 
 
