@@ -133,18 +133,33 @@ class BlockRelevance:
         """[stop - start, n_items] float32 relevance of queries start..stop - 1 of
         `direction` (0: clips against sentences, 1: sentences against clips)."""
         out = None
-        for weight, *pair in self._terms:
-            (query_sets, query_id), (item_sets, item_id) = pair[direction], pair[1 - direction]
-            ids, inverse = np.unique(query_id[start:stop], return_inverse=True)
-            table = iou_table(query_sets.take(ids), item_sets)
-            if weight != 1.0:
-                table *= weight
-            part = np.take(table[inverse.reshape(-1)], item_id, axis=1)
+        for (table, inverse), item_id in zip(
+            self.tables(direction, start, stop), self.item_ids(direction)
+        ):
+            part = np.take(table[inverse], item_id, axis=1)
             if out is None:
                 out = part
             else:
                 out += part
         return out
+
+    def tables(self, direction: int, start: int, stop: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per term, the block's weighted IoU table [distinct query sets, distinct item
+        sets] (float32) and each query's row in it ([stop - start] ints): the block is
+        sum over terms of table[inverse][:, item_ids(direction)], in term order."""
+        out = []
+        for weight, *pair in self._terms:
+            (query_sets, query_id), (item_sets, _) = pair[direction], pair[1 - direction]
+            ids, inverse = np.unique(query_id[start:stop], return_inverse=True)
+            table = iou_table(query_sets.take(ids), item_sets)
+            if weight != 1.0:
+                table *= weight
+            out.append((table, inverse.reshape(-1)))
+        return out
+
+    def item_ids(self, direction: int) -> list[np.ndarray]:
+        """Per term, each item's column in `tables(direction, ...)` ([n_items] ints)."""
+        return [pair[1 - direction][1] for _, *pair in self._terms]
 
 
 def _check_embeddings(video, text) -> tuple[np.ndarray, np.ndarray]:

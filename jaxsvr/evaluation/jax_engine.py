@@ -13,10 +13,13 @@ Blocks keep device memory bounded (block rows x items x a few float64 buffers).
 `stream_stats(scores, relevance)` is the streamed form (`jaxsvr.evaluation.streamed`, which
 runs the NumPy engine): block sources (`jaxsvr.evaluation.blocks`) give each block's
 similarity (from embeddings: a jitted float32 product at the highest precision, the item
-embeddings on the device once per direction) and relevance, so neither [n_videos,
-n_texts] matrix is held; with `share` a process ranks only its round-robin part of the
-blocks. The blocks are those of `query_stats`, so on the same similarity both give the
-same statistics bit for bit.
+embeddings on the device once per direction) and relevance (from class sets: the block's
+IoU tables travel and the device gathers them), so neither [n_videos, n_texts] matrix is
+held; with `share` a process ranks only its round-robin part of the blocks. Everything
+the device gets is padded to one shape per direction on the host, so nothing compiles per
+block, and the host prepares a block while the device ranks the one before. The blocks
+are those of `query_stats`, so on the same similarity both give the same statistics bit
+for bit. Timings on an H100: docs/benchmarks.md ("On a GPU").
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import blocks
 from jaxsvr.evaluation.query_stats import QueryStats
+from jaxsvr.runtime import process_tuning
 
 _BLOCK_ELEMENTS = 1 << 25  # ~32M items per block: ~1.3 GB of float64 temporaries
 
@@ -64,27 +68,40 @@ def stream_stats(
     """
     index, count = share
     out = []
-    with jax.enable_x64(True):
+    # the host's only BLAS work is the IoU tables' small products: OpenBLAS's other
+    # threads would spin between them (51 of 54 CPU s at 100x EK-100 on 16 cores)
+    with jax.enable_x64(True), process_tuning.blas_threads(1):
         for d in (0, 1):
             n_queries, n_items = scores.shape[d], scores.shape[1 - d]
             rows = _rows(n_queries, n_items)
             similarity = _similarity_rows(scores, d, rows)
+            relevant = _relevance_rows(relevance, d, rows)
             stats = QueryStats.empty(n_queries)
+            pending = None  # the block in flight: the host prepares the next one meanwhile
             for job, start in enumerate(range(0, n_queries, rows)):
                 if job % count != index:
                     continue
                 stop = min(start + rows, n_queries)
                 s = similarity(start, stop)
-                if not bool(jnp.isfinite(s).all()):
-                    raise InputError(
-                        f"similarity of {('video', 'text')[d]} queries {start}..{stop - 1} "
-                        "has non-finite values: scale the embeddings or fix the model output"
-                    )
-                r = _padded(jnp.asarray(relevance.block(d, start, stop), jnp.float32), rows)
-                part = jax.device_get(_block_stats(s, r, jnp.float32(threshold)))
-                stats.put(start, {k: v[: stop - start] for k, v in part.items()})
+                part = _block_stats(s, relevant(start, stop), jnp.float32(threshold))
+                if pending is not None:
+                    _collect(stats, d, *pending)
+                pending = (start, stop, _all_finite(s), part)
+            if pending is not None:
+                _collect(stats, d, *pending)
             out.append(stats)
     return out[0], out[1]
+
+
+def _collect(stats: QueryStats, direction: int, start: int, stop: int, finite, part) -> None:
+    """Wait for a block's statistics and write them into `stats`."""
+    if not bool(finite):
+        raise InputError(
+            f"similarity of {('video', 'text')[direction]} queries {start}..{stop - 1} "
+            "has non-finite values: scale the embeddings or fix the model output"
+        )
+    part = jax.device_get(part)
+    stats.put(start, {k: v[: stop - start] for k, v in part.items()})
 
 
 def _similarity_rows(scores, direction: int, rows: int):
@@ -93,17 +110,64 @@ def _similarity_rows(scores, direction: int, rows: int):
     if isinstance(scores, blocks.Embeddings):
         queries, items = (scores.video, scores.text)[:: 1 if direction == 0 else -1]
         items = jnp.asarray(items)  # on the device once
-        return lambda a, b: _dot(_padded(jnp.asarray(queries[a:b]), rows), items)
-    return lambda a, b: _padded(jnp.asarray(scores.rows(direction, a, b)), rows)
+        return lambda a, b: _dot(_host_padded(queries[a:b], rows, np.float32), items)
+    return lambda a, b: _host_padded(scores.rows(direction, a, b), rows, np.float32)
+
+
+def _relevance_rows(relevance, direction: int, rows: int):
+    """f(start, stop): the [rows, n_items] float32 relevance of queries start..stop - 1
+    on the device, padded. From class sets only the block's small IoU tables travel and
+    the device gathers them (the entries `BlockRelevance.block` gives, bit for bit: the
+    same float32 table values, summed in the same order); a matrix's rows travel whole."""
+    if isinstance(relevance, blocks.BlockRelevance):
+        ids = tuple(jnp.asarray(i.astype(np.int32)) for i in relevance.item_ids(direction))
+
+        def gathered(a, b):
+            tables = relevance.tables(direction, a, b)
+            return _gather(
+                tuple(_host_padded(t, rows, np.float32) for t, _ in tables),
+                tuple(_host_padded(i, rows, np.int32) for _, i in tables),
+                ids,
+            )
+
+        return gathered
+    return lambda a, b: _host_padded(relevance.block(direction, a, b), rows, np.float32)
 
 
 @jax.jit
+def _all_finite(x):
+    return jnp.isfinite(x).all()
+
+
+@jax.jit
+def _gather(tables, inverses, item_ids):
+    out = None
+    for table, inverse, item_id in zip(tables, inverses, item_ids):
+        part = table[inverse[:, None], item_id[None, :]]
+        out = part if out is None else out + part
+    return out
+
+
+# No GEMM autotuning: on an H100 it took 6-8 s per direction's first block, more than
+# the 100x EK-100 evaluation (3.5 s); the product is a small part of a block's time.
+@functools.partial(jax.jit, compiler_options={"xla_gpu_autotune_level": 0})
 def _dot(queries, items):
     return jnp.dot(queries, items.T, precision=jax.lax.Precision.HIGHEST)
 
 
 def _rows(n_queries: int, n_items: int) -> int:
     return max(1, min(n_queries, _BLOCK_ELEMENTS // max(n_items, 1)))
+
+
+def _host_padded(x, rows: int, dtype) -> np.ndarray:
+    """x as `dtype` with zero rows up to `rows`, padded on the host: the device gets one
+    shape per direction, so nothing compiles per block (an IoU table's height varies)."""
+    x = np.asarray(x, dtype)
+    if x.shape[0] == rows:
+        return x
+    out = np.zeros((rows,) + x.shape[1:], dtype)
+    out[: x.shape[0]] = x
+    return out
 
 
 def _padded(x, rows: int):

@@ -117,12 +117,16 @@ def test_matrix_sources_give_the_dense_numbers():
         streamed.stream_stats(blocks.Matrix(sim), blocks.MatrixRelevance(rel.T))
 
 
-def test_jax_engine_blocks_equal_its_dense_path_and_share_exactly():
-    """The accelerator path (jitted blocks, each block's product on the device), run on
-    the CPU: integer embeddings make every product exact, so the statistics equal the
-    JAX engine's on the dense matrices bit for bit, and shares sum to the whole."""
+@pytest.mark.parametrize("block_elements", [None, 68])
+def test_jax_engine_blocks_equal_its_dense_path_and_share_exactly(monkeypatch, block_elements):
+    """The accelerator path (jitted blocks, each block's product and relevance gather on
+    the device), run on the CPU: integer embeddings make every product exact, so the
+    statistics equal the JAX engine's on the dense matrices bit for bit, and shares sum to
+    the whole; 68 elements give blocks of 4 clips / 2 sentences, the last one padded."""
     from jaxsvr.evaluation import jax_engine
 
+    if block_elements:
+        monkeypatch.setattr(jax_engine, "_BLOCK_ELEMENTS", block_elements)
     video, text, terms = _small(quantised=True)
     scores, relevance = blocks.Embeddings(video, text), blocks.BlockRelevance(terms)
     (_, cv, sv), (_, cn, sn) = terms
@@ -141,6 +145,26 @@ def test_jax_engine_blocks_equal_its_dense_path_and_share_exactly():
     )
     with pytest.raises(InputError, match="non-finite"):
         jax_engine.stream_stats(blocks.Embeddings(video * 1e30, text * 1e30), relevance)
+
+
+def test_jax_engine_gathers_class_relevance_blocks_bit_for_bit():
+    """The device's gather of a block's IoU tables gives `BlockRelevance.block`'s entries
+    bit for bit (weights, padding of the last block, both directions)."""
+    import jax
+
+    from jaxsvr.evaluation import jax_engine
+
+    _, _, terms = _small(quantised=True)
+    terms = [(0.3, a, b) for _, a, b in terms[:1]] + list(terms[1:])
+    relevance = blocks.BlockRelevance(terms)
+    for d, rows in ((0, 5), (1, 4)):
+        gathered = jax_engine._relevance_rows(relevance, d, rows)
+        n = relevance.shape[d]
+        for start in range(0, n, rows):
+            stop = min(start + rows, n)
+            got = np.asarray(jax.device_get(gathered(start, stop)))
+            assert got.shape == (rows, relevance.shape[1 - d])
+            np.testing.assert_array_equal(got[: stop - start], relevance.block(d, start, stop))
 
 
 def test_hand_worked_case():
