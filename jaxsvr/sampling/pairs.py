@@ -28,6 +28,7 @@ from jaxsvr.relevance.levels import LevelRelevance
 
 PAIRINGS = ("own", "relevant")
 _REJECTION_ROUNDS = 32
+_EXACT_ROWS = 16  # rare anchors whose exact relevance rows are built at once (x n clips x words)
 
 
 def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -114,8 +115,11 @@ class PairSampler:
             if not todo.any():
                 return out
         everyone = np.arange(self.n)
-        for i in np.flatnonzero(todo):  # rare anchors: draw from the exact set
-            r = self.relevance.pairs("action", np.full(self.n, anchors[i]), everyone)
-            choices = np.flatnonzero(r > self.threshold)
-            out[i] = choices[rng.integers(choices.size)] if choices.size else anchors[i]
+        rare = np.flatnonzero(todo)  # anchors the rounds missed: draw from the exact set
+        for first in range(0, rare.size, _EXACT_ROWS):
+            rows = rare[first : first + _EXACT_ROWS]
+            rel = self.relevance.matrix("action", anchors[rows], everyone)
+            for i, r in zip(rows, rel):
+                choices = np.flatnonzero(r > self.threshold)
+                out[i] = choices[rng.integers(choices.size)] if choices.size else anchors[i]
         return out

@@ -61,6 +61,31 @@ def test_relevant_pairing_is_relevant_and_uniform():
     assert np.all(b["rel"][np.arange(50), 0, np.arange(50)] > 0.1)
 
 
+def test_relevant_captions_equal_the_per_anchor_draws():
+    """Anchors the rejection rounds miss draw from their exact relevant set, built for
+    several anchors at once; the draws equal one exact row per anchor, in anchor order, on
+    the same generator."""
+    n = 3000  # groups of 3 clips share a verb and a noun: 3 relevant clips in 3000
+    rel = LevelRelevance(
+        ClassSets.from_labels(np.arange(n) // 3), ClassSets.from_labels(np.arange(n) // 3)
+    )
+    sampler = PairSampler(rel, levels=("action",), pairing="relevant")
+    anchors = np.random.default_rng(2).integers(0, n, 40)
+    got = sampler.relevant_captions(anchors, np.random.default_rng(5))
+
+    rng, want, todo = np.random.default_rng(5), anchors.copy(), np.ones(40, bool)
+    for _ in range(32):  # the rounds, as the sampler runs them
+        cand = rng.integers(0, n, 40)
+        ok = todo & (rel.pairs("action", anchors, cand) > 0.1)
+        want[ok], todo = cand[ok], todo & ~ok
+    assert todo.sum() > 16  # more than one block of exact rows
+    for i in np.flatnonzero(todo):
+        row = rel.pairs("action", np.full(n, anchors[i]), np.arange(n))
+        want[i] = np.flatnonzero(row > 0.1)[rng.integers(3)]
+    np.testing.assert_array_equal(got, want)
+    assert np.all(got // 3 == anchors // 3)
+
+
 def test_unknown_pairing():
     with pytest.raises(InputError, match="pairing"):
         PairSampler(relevance(), levels=LEVELS, pairing="random")
