@@ -39,7 +39,10 @@ m_video = m_text). Where this departs from the public code: docs/models.md#contr
 
 from __future__ import annotations
 
+import functools
+
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from jaxsvr.errors import InputError
@@ -52,28 +55,106 @@ POSITION_STD = 0.001  # the public code's init of the positional embedding
 
 class EncoderLayer(nn.Module):
     """PyTorch's default `nn.TransformerEncoderLayer`: post-LayerNorm, ReLU feed-forward,
-    dropout on the attention weights and on both residual branches."""
+    dropout on the attention weights and on both residual branches.
+
+    `centre_only` (the last layer when only the centre output is read): the centre
+    position's output alone, [n, 1, d] (queries, attention output and feed-forward of one
+    position; keys and values from the whole window). Its dropout masks are drawn at the
+    whole window's shape and their centre taken, so training draws the bits the full layer
+    draws; outputs equal the full layer's centre within float32 rounding. When the
+    attention weights are sown ("intermediates" mutable: `jaxsvr.analysis.contra`), the
+    full layer runs.
+    """
 
     heads: int
     ff_dim: int
     dropout: float
+    centre_only: bool = False
 
     @nn.compact
     def __call__(self, x: jnp.ndarray, train: bool = False) -> jnp.ndarray:  # [n, W, d]
-        d = x.shape[-1]
+        width, d = x.shape[1], x.shape[-1]
+        if not self.centre_only or self.is_mutable_collection("intermediates"):
+            attn = nn.MultiHeadDotProductAttention(
+                num_heads=self.heads,
+                dropout_rate=self.dropout,
+                deterministic=not train,
+                name="attention",
+            )(x, x, sow_weights=True)  # [n, heads, W, W] in "intermediates" when mutable
+            x = nn.LayerNorm(epsilon=LN_EPS, name="norm1")(x + self._drop(attn, train))
+            h = nn.relu(nn.Dense(self.ff_dim, name="ff1")(x))
+            h = nn.Dense(d, name="ff2")(self._drop(h, train))
+            return nn.LayerNorm(epsilon=LN_EPS, name="norm2")(x + self._drop(h, train))
+        # the same modules (names, so parameters and dropout keys) on the centre position
+        centre = x[:, width // 2 : width // 2 + 1]
         attn = nn.MultiHeadDotProductAttention(
             num_heads=self.heads,
             dropout_rate=self.dropout,
             deterministic=not train,
+            attention_fn=functools.partial(_centre_attention, width=width),
             name="attention",
-        )(x, x, sow_weights=True)  # [n, heads, W, W] in "intermediates" when it is mutable
-        x = nn.LayerNorm(epsilon=LN_EPS, name="norm1")(x + self._drop(attn, train))
+        )(centre, x)
+        drop = [_CentreDropout(self.dropout, width, name=f"Dropout_{i}") for i in range(3)]
+        x = nn.LayerNorm(epsilon=LN_EPS, name="norm1")(centre + drop[0](attn, train))
         h = nn.relu(nn.Dense(self.ff_dim, name="ff1")(x))
-        h = nn.Dense(d, name="ff2")(self._drop(h, train))
-        return nn.LayerNorm(epsilon=LN_EPS, name="norm2")(x + self._drop(h, train))
+        h = nn.Dense(d, name="ff2")(drop[1](h, train))
+        return nn.LayerNorm(epsilon=LN_EPS, name="norm2")(x + drop[2](h, train))
 
     def _drop(self, x: jnp.ndarray, train: bool) -> jnp.ndarray:
         return nn.Dropout(self.dropout, deterministic=not train)(x)
+
+
+class _CentreDropout(nn.Module):
+    """`nn.Dropout` of the centre row [n, 1, ...] of a [n, width, ...] array: the mask is
+    drawn for the whole array (the bits `nn.Dropout` draws for it, under the same name)
+    and its centre row applied."""
+
+    rate: float
+    width: int
+
+    @nn.compact
+    def __call__(self, y: jnp.ndarray, train: bool) -> jnp.ndarray:
+        if self.rate == 0.0 or not train:
+            return y
+        if self.rate == 1.0:
+            return jnp.zeros_like(y)
+        keep = 1.0 - self.rate
+        shape = (y.shape[0], self.width) + y.shape[2:]
+        mask = jax.random.bernoulli(self.make_rng("dropout"), p=keep, shape=shape)
+        centre = self.width // 2
+        return jax.lax.select(mask[:, centre : centre + 1], y / keep, jnp.zeros_like(y))
+
+
+def _centre_attention(
+    query,
+    key,
+    value,
+    *,
+    width,
+    dropout_rng=None,
+    dropout_rate=0.0,
+    deterministic=False,
+    broadcast_dropout=True,
+    dtype=None,
+    precision=None,
+):
+    """`nn.dot_product_attention` for the centre query ([n, 1, heads, depth]) against a
+    window of `width` keys; the attention dropout mask is drawn at the whole window's
+    [width, width] shape (broadcast over batch and heads, as Flax draws it) and its centre
+    row applied."""
+    weights = nn.dot_product_attention_weights(
+        query, key, deterministic=True, dtype=dtype, precision=precision
+    )  # [n, heads, 1, width]
+    if not deterministic and dropout_rate > 0.0:
+        assert broadcast_dropout, "the centre row of a broadcast mask"
+        keep_prob = 1.0 - dropout_rate
+        keep = jax.random.bernoulli(dropout_rng, keep_prob, (1,) * (key.ndim - 2) + (width,) * 2)
+        centre = width // 2
+        multiplier = keep[..., centre : centre + 1, :].astype(weights.dtype) / jnp.asarray(
+            keep_prob, weights.dtype
+        )
+        weights = weights * multiplier
+    return jnp.einsum("...hqk,...khd->...qhd", weights, value, precision=precision)
 
 
 class ContextEncoder(nn.Module):
@@ -94,7 +175,10 @@ class ContextEncoder(nn.Module):
         position = self.param("position", nn.initializers.normal(POSITION_STD), (width, d))
         x = nn.Dropout(self.dropout, deterministic=not train)(x + position)
         for i in range(self.layers):
-            x = EncoderLayer(self.heads, self.ff_dim, self.dropout, name=f"layer{i}")(x, train)
+            last = i == self.layers - 1 and self.aggregate == "centre"  # only its centre read
+            x = EncoderLayer(
+                self.heads, self.ff_dim, self.dropout, centre_only=last, name=f"layer{i}"
+            )(x, train)
         centre = window_pool(nn.LayerNorm(epsilon=LN_EPS, name="norm")(x), self.aggregate)
         if self.residual_mlp:  # g of the paper: x + MLP(x)
             h = nn.relu(nn.Dense(d, name="g_hidden")(centre))
