@@ -69,7 +69,7 @@ def stream_stats(
     index, count = share
     out = []
     # the host's only BLAS work is the IoU tables' small products: OpenBLAS's other
-    # threads would spin between them (51 of 54 CPU s at 100x EK-100 on 16 cores)
+    # threads would spin between them, burning most of the host's CPU time
     with jax.enable_x64(True), process_tuning.blas_threads(1):
         for d in (0, 1):
             n_queries, n_items = scores.shape[d], scores.shape[1 - d]
@@ -148,8 +148,8 @@ def _gather(tables, inverses, item_ids):
     return out
 
 
-# No GEMM autotuning: on an H100 it took 6-8 s per direction's first block, more than
-# the 100x EK-100 evaluation (3.5 s); the product is a small part of a block's time.
+# No GEMM autotuning: on a GPU it costs more compile time than a whole large evaluation
+# takes, and the product is a small part of a block (docs/benchmarks.md, "On a GPU").
 @functools.partial(jax.jit, compiler_options={"xla_gpu_autotune_level": 0})
 def _dot(queries, items):
     return jnp.dot(queries, items.T, precision=jax.lax.Precision.HIGHEST)

@@ -100,9 +100,8 @@ def bit_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _word_sum(counts: np.ndarray) -> np.ndarray:
-    """Bit counts [..., words] summed over the words: column adds, 2-4x faster than
-    `sum(-1)`'s reduction over a short axis (EPIC's nouns: 5 words; the sampler of
-    pairs calls this ~100 times a batch)."""
+    """Bit counts [..., words] summed over the words by column adds: NumPy's reduction
+    over a short last axis is the slow part of `bit_iou` (docs/benchmarks.md, SMS)."""
     if counts.shape[-1] == 1:
         return counts[..., 0]
     total = counts[..., 0].astype(np.int32)
