@@ -43,34 +43,17 @@ def main(argv: list[str]) -> None:
     for handler in logging.getLogger().handlers:
         handler.addFilter(_quiet_libraries)
     from jaxsvr.errors import InputError
-    from jaxsvr.runtime import distributed, workdir
+    from jaxsvr.runtime import distributed
     from jaxsvr.train.loop import TrainingDiverged
 
     config = _CONFIG.value
     logging.info(
         "jaxsvr %s: config %s, workdir %s", config.job, _config_arg(sys.argv), _WORKDIR.value
     )
-    job = JOB_ALIASES.get(config.job, config.job)
-    if job != config.job:
-        logging.warning("config.job=%s is now called %s: runs it", config.job, job)
     joined = None
     try:
         joined = distributed.join(config.distributed)
-        workdir.check(_WORKDIR.value)
-        if job == "train":
-            from jaxsvr.train import loop
-
-            loop.train_and_evaluate(config, _WORKDIR.value)
-        elif job == "rescore":
-            from jaxsvr.runs import rescore
-
-            rescore.run(config, _WORKDIR.value)
-        elif job == "eval_demo":
-            from jaxsvr.evaluation import demo
-
-            demo.run(config, _WORKDIR.value)
-        else:
-            raise InputError(f"unknown job {config.job!r} in config.job: use one of {JOBS}")
+        run_job(config, _WORKDIR.value)
     except (InputError, FileNotFoundError) as e:
         _fail(EXIT_BAD_INPUT, str(e), joined)
     except TrainingDiverged as e:
@@ -80,6 +63,36 @@ def main(argv: list[str]) -> None:
             raise
         logging.exception("process %d of %d failed", joined.process, joined.processes)
         _exit_now(EXIT_FAILED)
+
+
+def run_job(config, where: str) -> None:
+    """Runs `config.job` in the run folder `where`: the workdir check, then the job.
+
+    Raises:
+      InputError, FileNotFoundError: bad input; `main` prints the first line after
+        `error: ` and exits with code 2.
+    """
+    from jaxsvr.errors import InputError
+    from jaxsvr.runtime import workdir
+
+    job = JOB_ALIASES.get(config.job, config.job)
+    if job != config.job:
+        logging.warning("config.job=%s is now called %s: runs it", config.job, job)
+    workdir.check(where)
+    if job == "train":
+        from jaxsvr.train import loop
+
+        loop.train_and_evaluate(config, where)
+    elif job == "rescore":
+        from jaxsvr.runs import rescore
+
+        rescore.run(config, where)
+    elif job == "eval_demo":
+        from jaxsvr.evaluation import demo
+
+        demo.run(config, where)
+    else:
+        raise InputError(f"unknown job {config.job!r} in config.job: use one of {JOBS}")
 
 
 def _quiet_libraries(record: logging.LogRecord) -> bool:

@@ -24,11 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-from train_runs import ROOT, cpu_env, final, main_command, run_main, train_losses
+from train_runs import ROOT, config, cpu_env, final, main_command, run_main, train_losses
 
 from jaxsvr.checkpoints import layout, reads
 from jaxsvr.checkpoints.manager import all_finite
 from jaxsvr.errors import InputError
+from jaxsvr.train import loop
 
 TIMINGS = {"eval_seconds", "train_seconds", "train_steps", "steps_per_sec", "host_wait"}
 
@@ -184,13 +185,14 @@ def test_damaged_best_and_newest_are_both_replaced(reference, tmp_path):
     assert [p.name for p in (workdir / "best").iterdir()] == ["28"]  # saved again
 
 
-def test_checkpoint_of_another_config_is_one_line_exit_2(reference, tmp_path):
+def test_checkpoint_of_another_config_is_one_line(reference, tmp_path):
+    """In-process: the InputError whose first line `jaxsvr.main` prints (exit code 2)."""
     workdir = _copy(reference, tmp_path)
     before = {name: (workdir / name).read_bytes() for name in ("config.json", "vocab.json")}
-    r = run_main(workdir, "--config.model.embed_dim=64")
-    assert r.returncode == 2, r.stderr[-3000:]
+    with pytest.raises(InputError) as e:
+        loop.train_and_evaluate(config("epic_jpose", "runlocal", model__embed_dim=64), workdir)
     assert before == {name: (workdir / name).read_bytes() for name in before}  # as it was
-    (line,) = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    line = str(e.value).splitlines()[0]
     assert "/28 holds another model" in line and "256" in line and "64" in line
     assert not (workdir / "unusable").exists()
     assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["25", "28"]

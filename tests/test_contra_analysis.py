@@ -22,7 +22,8 @@ matplotlib.use("Agg")
 def _contra(m: int):
     """The runlocal ConTra config with clip context m, trained one epoch (what is checked
     holds after any number of steps; the programs, compiled once per run, cost), saving
-    one checkpoint: the last step's, which the analyses read."""
+    one checkpoint: the last step's, which the analyses read. Notebook 05 trains the same
+    three runs (m = 2 with and without NEI, m = 0): the session compiles them once."""
     return config(
         "epic_contra",
         f"m={m},runlocal",

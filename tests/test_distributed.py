@@ -31,6 +31,17 @@ from jaxsvr.runtime import distributed
 LAUNCH = ROOT / "launch" / "local.py"
 JPOSE = "configs/epic_jpose.py:runlocal"  # 28 steps, checkpoints every 5 (kept: 2)
 SMS = "configs/epic_sms.py:sms,runlocal"
+# The flags of each config's pair of runs. SMS's is only compared: one epoch (7 steps), every
+# step's loss logged, the last step's checkpoint alone.
+FLAGS = {
+    JPOSE: (),
+    SMS: (
+        "--config.train.num_epochs=1",
+        "--config.train.log_every_steps=1",
+        "--config.checkpoint.every_steps=1000",
+        "--config.checkpoint.best_metric=",
+    ),
+}
 TIMINGS = {"eval_seconds", "train_seconds", "train_steps", "steps_per_sec", "host_wait"}
 
 
@@ -80,11 +91,11 @@ def runs(tmp_path_factory):
     out = {}
     for config in (JPOSE, SMS):
         two = tmp_path_factory.mktemp("two")
-        r = launch(two, config)
+        r = launch(two, config, *FLAGS[config])
         assert r.returncode == 0, r.stderr[-3000:]
         out[config, 2] = two, r
         one = tmp_path_factory.mktemp("one")
-        r = run_main(one, config_arg=config, devices=4)
+        r = run_main(one, *FLAGS[config], config_arg=config, devices=4)
         assert r.returncode == 0, r.stderr[-3000:]
         out[config, 1] = one, r
     return out

@@ -1,5 +1,6 @@
 """The main command end to end (subprocesses): smoke run, resume after SIGKILL, fake devices,
-and one-line errors with exit codes."""
+and one-line errors with exit codes (bad inputs its training finds, whose line is the first
+line of an InputError, in-process)."""
 
 import json
 import signal
@@ -9,7 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from train_runs import ROOT, cpu_env, final, jsonl, main_command, run_main, train_losses
+from train_runs import ROOT, config, cpu_env, final, jsonl, main_command, run_main, train_losses
+
+from jaxsvr.errors import InputError
+from jaxsvr.train import loop
 
 RUN = ("--config.train.num_epochs=6",)  # 42 steps, checkpoints every 5, evals every 2 epochs
 
@@ -115,8 +119,6 @@ def one_line_error(r, code=2):
     [
         (("--config.train.bach_size=3",), "configs/epic_jpose.py:runlocal", "bach_size"),
         ((), "configs/epic_jpose.py:margin=soft", "margin"),
-        (("--config.data.annotations=/nonexistent",), "configs/epic_jpose.py", "/nonexistent"),
-        (("--config.matmul_precision=fast",), "configs/epic_jpose.py:runlocal", "matmul_precision"),
     ],
 )
 def test_bad_config_is_one_line_exit_2(tmp_path, flags, config_arg, expect):
@@ -124,12 +126,31 @@ def test_bad_config_is_one_line_exit_2(tmp_path, flags, config_arg, expect):
     assert expect in line
 
 
+def training_error(workdir, name, arg, **overrides) -> str:
+    """What `python -m jaxsvr.main` prints after `error: ` for a bad input its training
+    finds: the first line of the InputError (or missing file), here in-process."""
+    with pytest.raises((InputError, FileNotFoundError)) as e:
+        loop.train_and_evaluate(config(name, arg, **overrides), workdir)
+    return str(e.value).splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "arg, overrides, expect",
+    [
+        (None, dict(data__annotations="/nonexistent"), "/nonexistent"),
+        ("runlocal", dict(matmul_precision="fast"), "matmul_precision"),
+    ],
+)
+def test_bad_config_found_by_the_training(tmp_path, arg, overrides, expect):
+    assert expect in training_error(tmp_path, "epic_jpose", arg, **overrides)
+
+
 def test_features_that_disagree_with_annotations(tmp_path):
     feats = tmp_path / "features"
     feats.mkdir()
     np.save(feats / "train.npy", np.zeros((7, 192), np.float32))
     np.save(feats / "test.npy", np.zeros((60, 192), np.float32))
-    line = one_line_error(run_main(tmp_path / "run", f"--config.data.features={feats}"))
+    line = training_error(tmp_path / "run", "epic_jpose", "runlocal", data__features=str(feats))
     assert "train.npy" in line and "7" in line and "120" in line
     assert not (tmp_path / "run" / "checkpoints").exists()
 
@@ -137,13 +158,12 @@ def test_features_that_disagree_with_annotations(tmp_path):
 def test_non_finite_loss_stops_with_the_step(tmp_path):
     # Momentum 1000 blows the state up within a few steps (after step 15's update on
     # runlocal); the checks before training accept it (momentum >= 1 is left to this check).
-    r = run_main(
-        tmp_path,
-        "--config.optimizer.momentum=1000",
-        "--config.checkpoint.every_steps=1",
-        "--config.train.num_epochs=6",
-    )
-    line = one_line_error(r, code=1)
+    # In-process: the line `jaxsvr.main` prints (exit code 1, as a subprocess in
+    # tests/test_checkpoint_faults.py, whose diverging run this is: one program).
+    c = config("epic_jpose", "runlocal", optimizer__momentum=1000.0, checkpoint__every_steps=1)
+    with pytest.raises(loop.TrainingDiverged) as e:
+        loop.train_and_evaluate(c, tmp_path)
+    line = str(e.value).splitlines()[0]
     assert "non-finite" in line and "step" in line, line
     assert "last good checkpoint: step " in line and "a rerun resumes from it" in line, line
     assert "Lower config.optimizer.lr" in line and "need a new workdir" in line, line

@@ -308,8 +308,11 @@ def test_the_public_relevancy_of_the_real_tables_is_jaxsvr_s(epic_dir):
         ),
     )
     assert public.shape == ours.shape == (9668, 3842)
-    # equal up to float32 rounding (the script computes in float64): at most one ulp
-    np.testing.assert_allclose(public, ours, rtol=0, atol=1e-7)
+    # equal up to float32 rounding (the script computes in float64): at most one ulp (the
+    # largest difference, as assert_allclose(rtol=0, atol=1e-7) checks each, in 1/10 of
+    # its time on 37M entries; NaN fails it)
+    gap = float(np.max(np.abs(public - ours)))
+    assert gap <= 1e-7, gap
 
 
 def test_a_frozen_feature_run_answers_clips_not_free_text(jpose_run, capsys):

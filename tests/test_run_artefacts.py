@@ -260,10 +260,14 @@ def test_a_config_json_of_another_model_is_one_error_in_the_eval_job(foreign):
         rescore.run(config(job="rescore", eval__rescore__relevances="class"), foreign)
 
 
-def test_the_command_refuses_a_config_json_of_another_model_in_one_line(foreign):
-    done = run_retrieve("--workdir", foreign, "--query", QUERY)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and done.stdout == "" and len(lines) == 1, done.stderr
+def test_the_command_refuses_a_config_json_of_another_model_in_one_line(foreign, capsys, caplog):
+    """The command's edge (`cli.run`) in this process, its log (warnings, as on its stderr)
+    captured; tests/test_retrieve.py runs a bad query through a subprocess."""
+    with caplog.at_level(logging.WARNING):
+        code = retrieve.cli.run(retrieve.main, ["--workdir", str(foreign), "--query", QUERY])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1 and not caplog.records, err
     assert lines[0].startswith("error: checkpoint ") and "another model's" in lines[0]
 
 

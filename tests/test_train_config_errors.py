@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import os
 import shutil
 import signal
@@ -187,16 +188,14 @@ BAD_VALUES = [
 
 
 # The command-line contract (exit code 2, one `error:` line, nothing written) on a few rows
-# in subprocesses: workdir problems, a missing config file, a range and a data check; the
-# other rows are the same code path (`check_train` / `check_data` raising InputError before
-# the workdir is touched, `jaxsvr.main` printing it) and run in-process below.
+# in subprocesses: a workdir problem, a missing config file, a range and a data check; the
+# other rows are the same code path (`check_train` / `check_data` / `workdir.check` raising
+# InputError before the workdir is touched, `jaxsvr.main` printing it) and run in-process
+# below.
 SUBPROCESS_ROWS = {
     "batch_size_0",
     "features_of_two_widths",
     "missing_config_file",
-    "workdir_empty",
-    "workdir_is_a_file",
-    "workdir_under_a_file",
     "workdir_not_writable",
 }
 
@@ -305,6 +304,8 @@ def test_workdir_lock_in_process(tmp_path):
 
 
 def test_second_trainer_on_a_busy_workdir_exits_2_naming_the_first(tmp_path):
+    """The first trainer in a subprocess holds the lock; the second, in this process, is
+    refused with the InputError whose first line `jaxsvr.main` prints (exit code 2)."""
     workdir = tmp_path / "run"
     long_run = ("--config.train.num_epochs=2000", "--config.checkpoint.every_steps=100000")
     command = [sys.executable, "-m", "jaxsvr.main", f"--config={CONFIG}", f"--workdir={workdir}"]
@@ -323,9 +324,11 @@ def test_second_trainer_on_a_busy_workdir_exits_2_naming_the_first(tmp_path):
                 break
             time.sleep(0.05)
         assert first.poll() is None, "the first trainer ended early"
-        second = main(workdir, *long_run)
+        second = configs.from_file(CONFIG, train__num_epochs=2000, checkpoint__every_steps=100000)
+        with pytest.raises(InputError) as e:
+            loop.train_and_evaluate(second, workdir)
         assert first.poll() is None, "the first trainer ended before the second was refused"
-        line = one_error_line(second)
+        line = str(e.value).splitlines()[0]
         assert f"workdir {workdir} is in use by another run (pid {first.pid} " in line
     finally:
         first.send_signal(signal.SIGKILL)
@@ -347,12 +350,15 @@ def test_exported_npy_files_follow_the_umask(finished):
     assert not list(finished.glob(".*.tmp"))
 
 
+# The reruns of the finished run below are in-process: the same config, the same programs.
+EXPORTING = dict(eval__export_similarity=True)
+
+
 def test_rerunning_a_finished_run_leaves_metrics_jsonl_as_it_was(finished, tmp_path):
     workdir = tmp_path / "run"
     shutil.copytree(finished, workdir)
     before = (workdir / "metrics.jsonl").read_bytes()
-    r = main(workdir, "--config.eval.export_similarity=True")
-    assert r.returncode == 0, r.stderr[-3000:]
+    loop.train_and_evaluate(configs.from_file(CONFIG, **EXPORTING), workdir)
     assert (workdir / "metrics.jsonl").read_bytes() == before
     final = json.loads((workdir / "metrics.json").read_text())
     first = json.loads((finished / "metrics.json").read_text())
@@ -360,16 +366,16 @@ def test_rerunning_a_finished_run_leaves_metrics_jsonl_as_it_was(finished, tmp_p
         assert final[key] == first[key], key  # the training's own summary is kept
 
 
-def test_resume_over_non_utf8_bytes_in_metrics_jsonl(finished, tmp_path):
+def test_resume_over_non_utf8_bytes_in_metrics_jsonl(finished, tmp_path, caplog):
     workdir = tmp_path / "run"
     shutil.copytree(finished, workdir)
     steps = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir())
     shutil.rmtree(workdir / "checkpoints" / str(steps[-1]))  # resume from the one before
     with (workdir / "metrics.jsonl").open("ab") as f:
         f.write(b'{"step": 3, "train/loss": \xff\xfe\x80}\n\xc3\x28 torn')
-    r = main(workdir, "--config.eval.export_similarity=True")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert f"resumed from {workdir / 'checkpoints'} at step {steps[-2]}" in r.stderr
-    assert "dropping 2 unreadable line(s)" in r.stderr
+    with caplog.at_level(logging.INFO):  # the log `jaxsvr.main` writes to stderr
+        loop.train_and_evaluate(configs.from_file(CONFIG, **EXPORTING), workdir)
+    assert f"resumed from {workdir / 'checkpoints'} at step {steps[-2]}" in caplog.text
+    assert "dropping 2 unreadable line(s)" in caplog.text
     assert [row["step"] for row in jsonl(workdir)] == [row["step"] for row in jsonl(finished)]
     assert train_losses(workdir) == train_losses(finished)

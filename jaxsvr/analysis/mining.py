@@ -58,11 +58,15 @@ def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1)
     state = loop.init_state(config, model, tx, run, rep)
     tables = run.train_inputs.device_tables(rep)
     source = batches.BatchSource(objective, run.train_inputs, batch_size, steps_per_epoch, "device")
+    # RAN's tau as an argument, not a constant of the program: one compile serves a config
+    # and its variants with another tau or none (hard mining's pool, every other item, is
+    # the items below +inf: relevances are finite).
     tau = objective.kwargs.get("tau")
+    tau = np.float32(np.inf if tau is None else tau)
     level = 0  # the first weighted level, as in the loss's batch["rel"][:, i, :]
 
     @jax.jit
-    def picked(state, tables, batch):
+    def picked(state, tables, batch, tau):
         rng = jax.random.fold_in(jax.random.key(config.seed), state.step)  # the step's keys
         inputs = gather_device(tables, objective.gathers, batch)
         video, text = embed(model, state.params, inputs, rng)
@@ -78,7 +82,7 @@ def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1)
     out = []
     for step in range(1, epochs * steps_per_epoch + 1):
         batch = parallel.global_batch(source(step), mesh)
-        out.append(np.asarray(jax.device_get(picked(state, tables, batch))))
+        out.append(np.asarray(jax.device_get(picked(state, tables, batch, tau))))
         state, _ = step_program(state, tables, batch)
     return np.stack(out)
 

@@ -1,5 +1,6 @@
 """`python -m jaxsvr.relevance proxy`: matrices for every proxy, per-video rows, errors."""
 
+import logging
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ from jaxsvr.annotations import caption_table
 from jaxsvr.nlp import captions
 from jaxsvr.relevance import __main__ as relevance_cli
 from jaxsvr.relevance import proxies
+from jaxsvr.runtime import cli
 
 
 @pytest.fixture()
@@ -64,7 +66,10 @@ def test_per_video_rows_and_square_default(caption_files, tmp_path):
     assert np.load(out)[1, 2] == pytest.approx(0.5 * 0 + 0.5 * 1)  # only "onion" is in 2 of 3
 
 
-def test_errors_are_one_line(caption_files, tmp_path):
+def test_errors_are_one_line(caption_files, tmp_path, capsys, caplog):
+    """The first case as a user runs it (a subprocess); the others through the command's
+    edge (`cli.run`, as its `__main__` runs it) in this process, its log (INFO and up, as on
+    its stderr) captured."""
     a, b = caption_files
     bad = tmp_path / "bad.csv"
     bad.write_text("video_id,text\nv,hello\n")
@@ -79,15 +84,27 @@ def test_errors_are_one_line(caption_files, tmp_path):
         ["--proxy", "bow", "--captions", a, "--own"],
         ["--proxy", "bow", "--captions", a, "--columns", b, "--own", "--no-own"],
     ]
-    for args in cases:
-        r = subprocess.run(
-            [sys.executable, "-m", "jaxsvr.relevance", "proxy", *map(str, args), "--out", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert r.returncode == 2 and r.stderr.startswith("error: "), r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    for i, args in enumerate(cases):
+        argv = ["proxy", *map(str, args), "--out", str(out)]
+        if i == 0:
+            r = subprocess.run(
+                [sys.executable, "-m", "jaxsvr.relevance", *argv],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            code, stderr = r.returncode, r.stderr
+        else:
+            with caplog.at_level(logging.INFO):
+                try:
+                    code = cli.run(relevance_cli.main, argv)
+                except SystemExit as e:  # argparse's usage errors (cli.ArgumentParser)
+                    code = e.code
+            captured = capsys.readouterr()
+            assert captured.out == "" and not caplog.records, (captured.out, caplog.records)
+            stderr = captured.err
+        assert code == 2 and stderr.startswith("error: "), stderr
+        assert len(stderr.strip().splitlines()) == 1, stderr
     assert not list(tmp_path.glob("r.npy*"))
 
 
