@@ -74,34 +74,27 @@ class EncoderLayer(nn.Module):
     @nn.compact
     def __call__(self, x: jnp.ndarray, train: bool = False) -> jnp.ndarray:  # [n, W, d]
         width, d = x.shape[1], x.shape[-1]
-        if not self.centre_only or self.is_mutable_collection("intermediates"):
-            attn = nn.MultiHeadDotProductAttention(
-                num_heads=self.heads,
-                dropout_rate=self.dropout,
-                deterministic=not train,
-                name="attention",
-            )(x, x, sow_weights=True)  # [n, heads, W, W] in "intermediates" when mutable
-            x = nn.LayerNorm(epsilon=LN_EPS, name="norm1")(x + self._drop(attn, train))
-            h = nn.relu(nn.Dense(self.ff_dim, name="ff1")(x))
-            h = nn.Dense(d, name="ff2")(self._drop(h, train))
-            return nn.LayerNorm(epsilon=LN_EPS, name="norm2")(x + self._drop(h, train))
-        # the same modules (names, so parameters and dropout keys) on the centre position
-        centre = x[:, width // 2 : width // 2 + 1]
+        full = not self.centre_only or self.is_mutable_collection("intermediates")
+        # the centre path's modules carry the full layer's names: the same parameters and
+        # dropout keys (Dropout_i are the names Flax gives the full layer's dropouts)
+        if full:
+            query, attention_fn = x, nn.dot_product_attention
+            drops = [nn.Dropout(self.dropout, name=f"Dropout_{i}") for i in range(3)]
+        else:
+            query = x[:, width // 2 : width // 2 + 1]
+            attention_fn = functools.partial(_centre_attention, width=width)
+            drops = [_CentreDropout(self.dropout, width, name=f"Dropout_{i}") for i in range(3)]
         attn = nn.MultiHeadDotProductAttention(
             num_heads=self.heads,
             dropout_rate=self.dropout,
             deterministic=not train,
-            attention_fn=functools.partial(_centre_attention, width=width),
+            attention_fn=attention_fn,
             name="attention",
-        )(centre, x)
-        drop = [_CentreDropout(self.dropout, width, name=f"Dropout_{i}") for i in range(3)]
-        x = nn.LayerNorm(epsilon=LN_EPS, name="norm1")(centre + drop[0](attn, train))
+        )(query, x, sow_weights=full)  # [n, heads, W, W] in "intermediates" when mutable
+        x = nn.LayerNorm(epsilon=LN_EPS, name="norm1")(query + drops[0](attn, not train))
         h = nn.relu(nn.Dense(self.ff_dim, name="ff1")(x))
-        h = nn.Dense(d, name="ff2")(drop[1](h, train))
-        return nn.LayerNorm(epsilon=LN_EPS, name="norm2")(x + drop[2](h, train))
-
-    def _drop(self, x: jnp.ndarray, train: bool) -> jnp.ndarray:
-        return nn.Dropout(self.dropout, deterministic=not train)(x)
+        h = nn.Dense(d, name="ff2")(drops[1](h, not train))
+        return nn.LayerNorm(epsilon=LN_EPS, name="norm2")(x + drops[2](h, not train))
 
 
 class _CentreDropout(nn.Module):
@@ -113,8 +106,8 @@ class _CentreDropout(nn.Module):
     width: int
 
     @nn.compact
-    def __call__(self, y: jnp.ndarray, train: bool) -> jnp.ndarray:
-        if self.rate == 0.0 or not train:
+    def __call__(self, y: jnp.ndarray, deterministic: bool) -> jnp.ndarray:
+        if self.rate == 0.0 or deterministic:
             return y
         if self.rate == 1.0:
             return jnp.zeros_like(y)
