@@ -9,10 +9,12 @@ the PyTorch script's arguments, its table) and hands the rest to this module:
 - `parser(doc)`: the common command line (`--annotations`, `--torch-python`, `--repeats`,
   `--steps`, `--warmup`, `--json`, and the hidden `--child`, `--parts`, `--profile`);
 - `build(config)`: the config's train step jitted as the trainer jits it (device-resident
-  features, the step gathers rows, the state donated), with its state, tables and batch
-  source; `measure(step, ...)`: its ms per timed step after compilation, XLA's FLOPs,
-  the loss; `parts(...)`: the step's parts each jitted alone; `profile(...)`: XLA's ops
-  of a few steps by kind, from a profiler trace;
+  features, the step gathers rows, the state donated) in a process set up as
+  `python -m jaxsvr.main` sets up its own (threefry unrolled on the CPU; the JAX child
+  starts with the same glibc huge-page tunable, `process_tuning.huge_page_environment`),
+  with its state, tables and batch source; `measure(step, ...)`: its ms per timed step
+  after compilation, XLA's FLOPs, the loss; `parts(...)`: the step's parts each jitted
+  alone; `profile(...)`: XLA's ops of a few steps by kind, from a profiler trace;
 - `main(args, children, ...)`: in a child process (`--child NAME`) prints what
   `children[NAME]` measures; otherwise `compare`: each repetition runs the JAX child (the
   script itself, `--child jax`), then the PyTorch script, each in a fresh process with 2
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -39,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jaxsvr.runtime import cli
+from jaxsvr.runtime import cli, process_tuning
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EPIC = ROOT.parent / "shared" / "data" / "epic100"
@@ -89,9 +92,10 @@ def build(config_file: str, annotations: Path | None, overrides: dict | None = N
     import jax
 
     from jaxsvr import configs
-    from jaxsvr.runtime import parallel
+    from jaxsvr.runtime import parallel, threefry
     from jaxsvr.train import batches, loop, optim, pipeline
 
+    threefry.lower_unrolled_on_cpu()  # as jaxsvr.main does before its job
     config = configs.from_file(str(ROOT / config_file))
     if annotations is not None:
         config.data.annotations = str(annotations)
@@ -270,8 +274,14 @@ def _wrapper(name: str) -> bool:
 
 def run_child(script: str, args: list[str]) -> dict:
     """The last stdout line (JSON) of `script` run with this interpreter."""
+    env = process_tuning.huge_page_environment(os.environ)  # as jaxsvr.main restarts with
     r = subprocess.run(
-        [sys.executable, script, *args], capture_output=True, text=True, cwd=ROOT, timeout=1800
+        [sys.executable, script, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1800,
+        env=env,
     )
     if r.returncode:
         sys.exit(f"error: benchmark child {args} failed:\n{r.stderr[-3000:]}")

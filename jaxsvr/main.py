@@ -8,6 +8,11 @@ similarity under the class relevance and every caption proxy, with the random ba
 `eval`, its former name, still runs it and says so once) and `eval_demo` (evaluation on
 reference similarities).
 
+Run as the command, the process first restarts itself once with glibc's huge-page tunable
+where the machine's transparent huge pages need it (`JAXSVR_HUGE_PAGES=0` keeps glibc's
+default; `jaxsvr.runtime.process_tuning`), and lowers JAX's threefry hash unrolled on the
+CPU (`jaxsvr.runtime.threefry`): both are about speed, neither changes a number.
+
 Exit codes (docs/failures.md): 0 done; 1 the training diverged (non-finite loss; the
 step is named); 2 bad input, found before anything was written (one line: missing or
 broken config file, unknown config key or variant, a value out of range, an unusable or
@@ -17,13 +22,18 @@ process exits at once with its code (1 for an unexpected error, its traceback lo
 instead of waiting for the others in the shutdown barrier; its launcher stops them.
 """
 
-import ast
-import logging
-import os
-import re
-import sys
+if __name__ == "__main__":  # first: a restart runs whatever came before it again
+    from jaxsvr.runtime import process_tuning
 
-from absl import app, flags
+    process_tuning.reexec_with_huge_pages()
+
+import ast  # noqa: E402 (after the restart above)
+import logging  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+
+from absl import app, flags  # noqa: E402
 from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -43,13 +53,18 @@ def main(argv: list[str]) -> None:
     for handler in logging.getLogger().handlers:
         handler.addFilter(_quiet_libraries)
     from jaxsvr.errors import InputError
-    from jaxsvr.runtime import distributed
+    from jaxsvr.runtime import distributed, threefry
     from jaxsvr.train.loop import TrainingDiverged
 
     config = _CONFIG.value
     logging.info(
         "jaxsvr %s: config %s, workdir %s", config.job, _config_arg(sys.argv), _WORKDIR.value
     )
+    # process-wide, the same numbers: random bits drawn by the unrolled hash on the CPU,
+    # and (set before start-up by the restart above) huge pages for XLA's temporaries
+    threefry.lower_unrolled_on_cpu()
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    logging.info("process: threefry unrolled on the CPU; malloc tunables %s", tunables or "none")
     joined = None
     try:
         joined = distributed.join(config.distributed)

@@ -13,6 +13,7 @@ import pytest
 from train_runs import ROOT, config, cpu_env, final, jsonl, main_command, run_main, train_losses
 
 from jaxsvr.errors import InputError
+from jaxsvr.runtime import process_tuning
 from jaxsvr.train import loop
 
 RUN = ("--config.train.num_epochs=6",)  # 42 steps, checkpoints every 5, evals every 2 epochs
@@ -33,7 +34,12 @@ def test_smoke_runlocal(reference):
     # the first screen says what runs, on which devices and data, where outputs go; no
     # backend probe ("Unable to initialize backend 'tpu'") that reads like a failure
     assert "jaxsvr train: config configs/epic_jpose.py:runlocal" in first[0]
-    assert "devices: 1 cpu" in first[1] and f"outputs in {workdir}" in first[1]
+    # the process settings the command made: threefry unrolled, and the huge-page restart
+    # exactly where the machine needs it (jaxsvr.runtime.process_tuning)
+    restarted = process_tuning.huge_page_environment(cpu_env()) is not None
+    tunables = "glibc.malloc.hugetlb=1" if restarted else cpu_env().get("GLIBC_TUNABLES", "none")
+    assert first[1].endswith(f"process: threefry unrolled on the CPU; malloc tunables {tunables}")
+    assert "devices: 1 cpu" in first[2] and f"outputs in {workdir}" in first[2]
     assert "Unable to initialize backend" not in log
     assert any("built-in synthetic kitchen annotations" in line for line in first[:5])
     assert "nothing is downloaded" in log and "features: synthetic" in log

@@ -113,3 +113,73 @@ def test_only_the_command_line_changes_its_process():
         )
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip().splitlines()[-1] == repr(want)
+
+
+@pytest.mark.parametrize(
+    "text, mode",
+    [("always [madvise] never", "madvise"), ("[always] madvise never", "always"), ("", "")],
+)
+def test_thp_mode(text, mode):
+    assert process_tuning.thp_mode(text) == mode
+
+
+GLIBC = ("glibc", "2.36")
+
+
+@pytest.mark.parametrize(
+    "environ, mode, libc, tunables",
+    [
+        ({}, "madvise", GLIBC, "glibc.malloc.hugetlb=1"),
+        (  # a user's tunables are kept, ours appended
+            {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"},
+            "madvise",
+            GLIBC,
+            "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1",
+        ),
+        ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, "madvise", GLIBC, None),  # the user's
+        ({"JAXSVR_HUGE_PAGES": "0"}, "madvise", GLIBC, None),  # the opt-out
+        ({}, "always", GLIBC, None),  # large blocks get huge pages already
+        ({}, "never", GLIBC, None),  # they cannot
+        ({}, "madvise", ("glibc", "2.34"), None),  # no such tunable before 2.35
+        ({}, "madvise", ("", ""), None),  # musl, macOS: not glibc
+    ],
+)
+def test_huge_page_environment(environ, mode, libc, tunables):
+    env = process_tuning.huge_page_environment({"PATH": "/bin", **environ}, mode, libc)
+    if tunables is None:
+        assert env is None
+    else:
+        assert env == {"PATH": "/bin", **environ, "GLIBC_TUNABLES": tunables}
+
+
+_RESTART = """
+import os, sys
+from jaxsvr.runtime import process_tuning
+print(os.getpid(), os.environ.get("GLIBC_TUNABLES", "-"), sys.argv[1:], flush=True)
+process_tuning.reexec_with_huge_pages()
+"""
+
+
+@pytest.mark.parametrize("opt_out", [False, True])
+def test_restarts_once_in_place_where_it_helps(opt_out):
+    """The command restarts itself (same pid, same arguments) with the tunable exactly
+    when `huge_page_environment` says so, and once: the restarted process has it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "JAXSVR_HUGE_PAGES")}
+    if opt_out:
+        env["JAXSVR_HUGE_PAGES"] = "0"
+    r = subprocess.run(
+        [sys.executable, "-c", _RESTART, "a", "b c"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    runs = [line.split(" ", 2) for line in r.stdout.splitlines()]
+    expected = process_tuning.huge_page_environment(env)
+    if expected is None:
+        assert [tunables for _, tunables, _ in runs] == ["-"]
+    else:
+        assert [tunables for _, tunables, _ in runs] == ["-", expected["GLIBC_TUNABLES"]]
+        assert runs[0][0] == runs[1][0]  # the same process
+    assert all(args == "['a', 'b c']" for _, _, args in runs)

@@ -1,7 +1,8 @@
-"""Process-wide settings for one-shot command lines (`python -m jaxsvr.evaluate`).
+"""Process-wide settings for the command lines that own their process
+(`python -m jaxsvr.evaluate`, `python -m jaxsvr.main`).
 
-Both act on the whole process, so only a command line that owns its process calls them;
-a library user can apply the same settings to their own process.
+They act on the whole process, so only a command line calls them; a library user can
+apply the same settings to their own process.
 
 - `prefer_avx2_sort()`: on an AMD Zen 4 CPU (AuthenticAMD, family 25, AVX-512) sets
   `NPY_DISABLE_CPU_FEATURES` to NumPy's AVX-512 feature names, so NumPy sorts with its
@@ -13,14 +14,25 @@ a library user can apply the same settings to their own process.
 - `keep_freed_memory()`: raises glibc's mmap and trim thresholds (`mallopt`; a no-op
   elsewhere), so the megabytes of temporaries the NumPy engine frees per block of queries
   stay in the process instead of being faulted in again for the next block.
-
 - `blas_threads(n)`: a context manager that limits the OpenBLAS NumPy loaded to n
   threads and restores its count on exit (the streamed evaluation runs one block per
   thread: BLAS threads on top of those oversubscribe the cores). It finds the library
   among the process's mapped files, as threadpoolctl does; with another BLAS (or none
   found) it changes nothing.
+- `reexec_with_huge_pages()` (the training command, first thing): restarts the command
+  in place (`os.execve`: same pid, arguments and open files) with glibc's
+  `glibc.malloc.hugetlb=1` tunable, which glibc reads only at start-up. XLA's CPU client
+  mallocs each step's temporaries afresh (1.2 GB for a ConTra step) and glibc maps blocks
+  that large anew each time, so with 4 KiB pages every step faulted in 300 k pages (about
+  0.6 CPU s of a 3 s step); with the tunable glibc asks for transparent huge pages
+  (`madvise`), 2 MiB each. It restarts only where that changes something: Linux, glibc
+  2.35 or later, the kernel's THP mode `madvise` (`always` backs large blocks with huge
+  pages already, `never` cannot), the tunable not yet set, and `JAXSVR_HUGE_PAGES=0` not
+  asking to keep the default. `huge_page_environment()` is the environment it restarts
+  with (None when it would not), for launchers and benchmarks that start such processes.
 
-What each saves, measured: docs/benchmarks.md#evaluation.
+What each saves, measured: docs/benchmarks.md#evaluation and
+docs/benchmarks.md#training-speed.
 """
 
 from __future__ import annotations
@@ -30,9 +42,10 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import platform
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -85,6 +98,64 @@ def _feature_names() -> str:
     except (metadata.PackageNotFoundError, ValueError):
         return AVX512_FEATURES
     return AVX512_FEATURES if (major, minor) >= (2, 4) else AVX512_FEATURES_BEFORE_2_4
+
+
+HUGE_PAGES = "JAXSVR_HUGE_PAGES"  # "0": keep glibc's default pages
+HUGETLB = "glibc.malloc.hugetlb"
+THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+HUGETLB_SINCE = (2, 35)  # the first glibc with the tunable
+
+
+def thp_mode(text: str) -> str:
+    """The selected mode ("always", "madvise", "never") of the kernel's THP setting, as
+    /sys/kernel/mm/transparent_hugepage/enabled shows it ("always [madvise] never"); ""
+    when none is marked."""
+    found = re.search(r"\[(\w+)\]", text)
+    return found.group(1) if found else ""
+
+
+def huge_page_environment(
+    environ: Mapping[str, str],
+    mode: str | None = None,
+    libc: tuple[str, str] | None = None,
+) -> dict[str, str] | None:
+    """`environ` with glibc's hugetlb tunable added, or None where it would change nothing
+    (see the module docstring). `mode` (the kernel's THP mode) and `libc` (as
+    `platform.libc_ver()` gives it) default to this machine's."""
+    if environ.get(HUGE_PAGES) == "0" or HUGETLB in environ.get("GLIBC_TUNABLES", ""):
+        return None
+    name, version = libc if libc is not None else platform.libc_ver()
+    try:
+        major, minor = (int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return None
+    if name != "glibc" or (major, minor) < HUGETLB_SINCE:
+        return None
+    if mode is None:
+        try:
+            mode = thp_mode(THP_ENABLED.read_text())
+        except OSError:
+            return None
+    if mode != "madvise":
+        return None
+    tunables = ":".join(filter(None, (environ.get("GLIBC_TUNABLES", ""), f"{HUGETLB}=1")))
+    return {**environ, "GLIBC_TUNABLES": tunables}
+
+
+def reexec_with_huge_pages() -> None:
+    """Restarts this command with `huge_page_environment()` where that is not None (see
+    the module docstring); returns where it is None or the restart fails. Call it first
+    thing in a command's `__main__` block: whatever ran before runs again."""
+    env = huge_page_environment(os.environ)
+    argv = getattr(sys, "orig_argv", None)
+    if env is None or not argv:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, [sys.executable, *argv[1:]], env)
+    except OSError:
+        return
 
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
