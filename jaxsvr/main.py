@@ -11,7 +11,8 @@ reference similarities).
 Run as the command, the process first restarts itself once with glibc's huge-page tunable
 where the machine's transparent huge pages need it (`JAXSVR_HUGE_PAGES=0` keeps glibc's
 default; `jaxsvr.runtime.process_tuning`), and lowers JAX's threefry hash unrolled on the
-CPU (`jaxsvr.runtime.threefry`): both are about speed, neither changes a number.
+CPU (`jaxsvr.runtime.threefry`; `JAXSVR_THREEFRY=loop` keeps JAX's lowering): both are
+about speed, neither changes a number.
 
 Exit codes (docs/failures.md): 0 done; 1 the training diverged (non-finite loss; the
 step is named); 2 bad input, found before anything was written (one line: missing or
@@ -62,9 +63,9 @@ def main(argv: list[str]) -> None:
     )
     # process-wide, the same numbers: random bits drawn by the unrolled hash on the CPU,
     # and (set before start-up by the restart above) huge pages for XLA's temporaries
-    threefry.lower_unrolled_on_cpu()
+    hashing = "unrolled" if threefry.lower_unrolled_on_cpu() else "as JAX lowers it"
     tunables = os.environ.get("GLIBC_TUNABLES", "")
-    logging.info("process: threefry unrolled on the CPU; malloc tunables %s", tunables or "none")
+    logging.info("process: threefry %s on the CPU; malloc tunables %s", hashing, tunables or "none")
     joined = None
     try:
         joined = distributed.join(config.distributed)

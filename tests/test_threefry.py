@@ -1,6 +1,10 @@
 """threefry2x32 lowered unrolled on the CPU (`jaxsvr.runtime.threefry`): the hash against
 Random123's known answers, and the same bits as JAX's own lowering."""
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -51,3 +55,21 @@ def test_the_cpu_lowering_is_unrolled_and_draws_the_same_bits():
     got = jax.jit(threefry_2x32)(jnp.asarray(k), jnp.asarray(x))
     want = np.concatenate(threefry.hash_2x32(k[0], k[1], x[:1000], x[1000:]))
     np.testing.assert_array_equal(np.asarray(got), want)
+
+
+_LOOP = """
+import jax
+from jaxsvr.runtime import threefry
+done = threefry.lower_unrolled_on_cpu()
+text = jax.jit(lambda k: jax.random.bits(k, (8,))).lower(jax.random.key(0)).as_text()
+print(done, "while" in text)
+"""
+
+
+def test_the_switch_keeps_jaxs_lowering():
+    env = dict(os.environ, JAX_PLATFORMS="cpu", **{threefry.SWITCH: "loop"})
+    r = subprocess.run(
+        [sys.executable, "-c", _LOOP], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True"]  # not registered: JAX's rolled loop

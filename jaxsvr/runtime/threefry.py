@@ -14,11 +14,14 @@ about 0.3 s per pass less on two cores, at the price of a second or two more com
 
 It is process-wide (every later compilation of the primitive in the process), so the
 commands that own their process call it (`python -m jaxsvr.main`); a library user can
-call it the same way. Only public JAX interfaces are used (`jax.extend.random`'s
-primitive, `jax.interpreters.mlir`'s registration); the hash itself is written here.
+call it the same way. `JAXSVR_THREEFRY=loop` in the environment keeps JAX's lowering.
+Only public JAX interfaces are used (`jax.extend.random`'s primitive,
+`jax.interpreters.mlir`'s registration); the hash itself is written here.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -27,6 +30,7 @@ import numpy as np
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 PARITY = np.uint32(0x1BD11BDA)
 GROUPS = 5  # 5 groups of 4 rounds: Threefry-2x32-20, the variant JAX draws with
+SWITCH = "JAXSVR_THREEFRY"  # "loop": keep JAX's CPU lowering
 
 _registered = False
 
@@ -52,10 +56,13 @@ def lower_unrolled_on_cpu() -> bool:
     """Registers the unrolled lowering of JAX's threefry2x32 primitive for the CPU (see
     the module docstring). Idempotent; functions jitted and called before keep their
     lowering (JAX caches it per function), so call it before anything is compiled. Returns
-    False, changing nothing, when this JAX lacks the interfaces it needs."""
+    False, changing nothing, when `JAXSVR_THREEFRY=loop` asks to keep JAX's lowering or
+    this JAX lacks the interfaces it needs."""
     global _registered
     if _registered:
         return True
+    if os.environ.get(SWITCH) == "loop":
+        return False
     try:
         from jax.extend.random import threefry2x32_p
         from jax.interpreters import mlir
