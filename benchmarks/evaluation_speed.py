@@ -18,6 +18,11 @@ evaluation is deterministic and comparable):
   (`numpy_engine.query_stats(..., narrow=False)`), the engine before the 32-bit path;
 - `evaluate_cli`: `python -m jaxsvr.evaluate --similarity S.npy --relevance R.npy` end to
   end, interpreter start, imports and loading included (JAX is not imported);
+- `evaluate_cli_inside`: the same command run in the measuring process (`main()` of
+  `jaxsvr.evaluate`, after the settings its `__main__` makes: NumPy's AVX2 sort on Zen 4,
+  freed memory kept), timed around its `metrics.evaluate` call (the figure issue 31's
+  part 5 sets: "inside `evaluate`"; inputs memory-mapped as the command maps them) and
+  around `main()` (loading and checks included, interpreter start not);
 - `baseline`: the straightforward evaluation of the public code (`tests/ek100_baseline.py`);
 - `ranking`: the ranking step alone, video-to-text, one thread, two ways: the engine's
   packed int64 row sort (relevance in the low bits) against a float32 row sort plus a
@@ -112,6 +117,8 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
         result = json.loads(out.pop("stdout"))
         out["metrics"] = {k: result[k] for k in ("ndcg_avg", "map_avg")}
         return out
+    if what == "evaluate_cli_inside":
+        return _inside_cli(tmp)
     sim, rel = np.load(tmp / "sim.npy"), np.load(tmp / "rel.npy")
     if what == "ranking":
         return ranking_variants(sim, rel)
@@ -150,6 +157,42 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
     return out
 
 
+def _inside_cli(tmp: Path) -> dict:
+    """`jaxsvr.evaluate`'s main() on the dense inputs in this process, set up as its
+    `__main__` sets up its own (NumPy's code paths chosen by `_child_env`): seconds and CPU
+    seconds of the `metrics.evaluate` call inside, and of main() as a whole."""
+    import contextlib
+    import io
+
+    from jaxsvr import evaluate as command
+    from jaxsvr.evaluation import metrics
+    from jaxsvr.runtime import process_tuning
+
+    process_tuning.keep_freed_memory()
+    inner = metrics.evaluate
+    out: dict = {}
+
+    def timed(*args, **kwargs):
+        start, cpu = time.perf_counter(), time.process_time()
+        result = inner(*args, **kwargs)
+        out.update(seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu)
+        return result
+
+    argv = ["--similarity", str(tmp / "sim.npy"), "--relevance", str(tmp / "rel.npy")]
+    metrics.evaluate = timed
+    try:
+        start, cpu = time.perf_counter(), time.process_time()
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = command.main(argv)
+        out.update(main_seconds=time.perf_counter() - start, main_cpu=time.process_time() - cpu)
+    finally:
+        metrics.evaluate = inner
+    if code:
+        raise SystemExit(f"error: jaxsvr.evaluate main() returned {code}")
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
 def _time_cli(module: str, *args) -> dict:
     """Wall time, peak RSS and stdout of `python -m module args` end to end. This process
     is fresh and runs only that command: its children's peak RSS is the command's."""
@@ -177,11 +220,20 @@ def emit(report: dict, table_text: str, header: str, path: Path | None) -> None:
 def _child_env(what: str) -> dict:
     """The environment of a measurement: NumPy's default code paths, or its AVX2 ones."""
     env = {k: v for k, v in os.environ.items() if k != "NPY_DISABLE_CPU_FEATURES"}
-    if what.endswith("_avx2"):
-        sys.path.insert(0, str(ROOT))
-        from jaxsvr.runtime import process_tuning
+    sys.path.insert(0, str(ROOT))
+    from jaxsvr.runtime import process_tuning
 
+    if what.endswith("_avx2"):
         env["NPY_DISABLE_CPU_FEATURES"] = process_tuning._feature_names()
+    elif what == "evaluate_cli_inside":  # what the command's prefer_avx2_sort() chooses
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            cpuinfo = ""
+        if "NPY_DISABLE_CPU_FEATURES" in os.environ:
+            env["NPY_DISABLE_CPU_FEATURES"] = os.environ["NPY_DISABLE_CPU_FEATURES"]
+        elif process_tuning.is_zen4(cpuinfo) and os.environ.get(process_tuning.KEEP) != "1":
+            env["NPY_DISABLE_CPU_FEATURES"] = process_tuning._feature_names()
     return env
 
 
@@ -272,6 +324,7 @@ def table(report: dict) -> str:
         ("the same with NumPy's AVX2 code paths (what CPUs without AVX-512 run)", "ours_avx2"),
         ("`evaluate` with the packed 64-bit sort only (the engine before)", "packed"),
         ("the same with NumPy's AVX2 code paths", "packed_avx2"),
+        ("`python -m jaxsvr.evaluate`: its `metrics.evaluate` call inside", "evaluate_cli_inside"),
         ("`python -m jaxsvr.evaluate` end to end (interpreter start, loading)", "evaluate_cli"),
         ("straightforward NumPy evaluation (`tests/ek100_baseline.py`)", "baseline"),
         ("the same with NumPy's AVX2 code paths", "baseline_avx2"),
@@ -294,7 +347,11 @@ def table(report: dict) -> str:
         cpu = "—"
         if "cpu_seconds" in runs[what][0]:
             cpu = _span([r["cpu_seconds"] for r in runs[what]], "{:.2f}") + " s"
-            cpu += f" (again: {_span([r['warm_cpu_seconds'] for r in runs[what]], '{:.2f}')} s)"
+            if "warm_cpu_seconds" in runs[what][0]:
+                again = _span([r["warm_cpu_seconds"] for r in runs[what]], "{:.2f}")
+                cpu += f" (again: {again} s)"
+        if "main_seconds" in runs[what][0]:
+            wall += f" (main(): {_span([r['main_seconds'] for r in runs[what]], '{:.2f}')} s)"
         rss = [r["peak_rss_mb"] for r in runs[what] if "peak_rss_mb" in r]
         rss_text = _span(rss, "{:.0f}") + " MB" if rss else "—"
         lines.append(f"| {label} | {wall} | {cpu} | {rss_text} |")
@@ -346,6 +403,7 @@ def main() -> None:
         _inputs(args.epic, tmp)
         avx512 = report["cpu"].endswith(", AVX-512")
         kinds = ["ours"] + (["ours_avx2"] if avx512 else []) + ["evaluate_cli"]
+        kinds += ["evaluate_cli_inside"]
         kinds += ["packed"] + (["packed_avx2"] if avx512 else [])
         if not args.skip_baseline:
             kinds += ["baseline"] + (["baseline_avx2"] if avx512 else [])

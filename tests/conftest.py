@@ -43,6 +43,13 @@ os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
 # way). The helpers that set XLA_FLAGS for fake devices add to it (`train_runs.cpu_env`).
 TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
 os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"), TEST_XLA_FLAGS]))
+# The training command lowers JAX's threefry hash unrolled on the CPU
+# (`jaxsvr.runtime.threefry`): the same bits, but another program than the in-process
+# tests compile, so a config trained both ways would be compiled twice for the cache
+# below (and the unrolled hash compiles slower, which tiny models never earn back). The
+# session's processes keep JAX's loop; tests/test_threefry.py checks the unrolled hash
+# draws the same bits, and test_main's smoke run runs the command as users do.
+os.environ["JAXSVR_THREEFRY"] = "loop"
 
 # One XLA compilation cache per test session, shared by the in-process runs, the training
 # subprocesses they start and the pytest-xdist workers (all through the environment): the

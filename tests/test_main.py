@@ -21,9 +21,10 @@ RUN = ("--config.train.num_epochs=6",)  # 42 steps, checkpoints every 5, evals e
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """One uninterrupted runlocal JPoSE run on 1 device."""
+    """One uninterrupted runlocal JPoSE run on 1 device, its process set up as users' are
+    (threefry unrolled: the suite's other processes keep JAX's loop, tests/conftest.py)."""
     workdir = tmp_path_factory.mktemp("reference")
-    r = run_main(workdir, *RUN)
+    r = run_main(workdir, *RUN, environ={"JAXSVR_THREEFRY": "unrolled"})
     assert r.returncode == 0, r.stderr[-3000:]
     return workdir, r.stderr
 

@@ -1,15 +1,15 @@
 """threefry2x32 lowered unrolled on the CPU (`jaxsvr.runtime.threefry`): the hash against
-Random123's known answers, and the same bits as JAX's own lowering."""
+Random123's known answers, and the same bits as JAX's own lowering. The registration is
+process-wide, so it runs in subprocesses: the suite's own processes keep JAX's lowering
+(tests/conftest.py)."""
 
+import json
 import os
 import subprocess
 import sys
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.extend.random import threefry_2x32
 
 from jaxsvr.runtime import threefry
 
@@ -29,32 +29,61 @@ def test_known_answers_numpy(key, count, out):
     assert [int(w[0]) for w in threefry.hash_2x32(*words)] == list(out)
 
 
-def test_the_cpu_lowering_is_unrolled_and_draws_the_same_bits():
-    def draws(key):
-        a, b = jax.random.split(key)
-        return (
-            jax.random.bits(a, (257, 3)),
-            jax.random.bernoulli(b, 0.7, (4, 9, 31)),
-            jax.random.uniform(jax.random.fold_in(key, 5), (100,)),
-        )
+_REGISTER = """
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+from jax.extend.random import threefry_2x32
+from jaxsvr.runtime import threefry
 
-    key = jax.random.key(11)
-    before = jax.jit(draws)(key)  # JAX's CPU lowering (unless a test here registered ours)
-    assert threefry.lower_unrolled_on_cpu() and threefry.lower_unrolled_on_cpu()  # idempotent
-    after = jax.jit(lambda k: draws(k))  # a new function: traced and lowered anew
-    assert "while" not in after.lower(key).as_text()  # the rolled loop is gone
-    for x, y in zip(before, after(key)):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    # the primitive itself: known answers, and random words against the NumPy hash
-    for key_words, count, out in KNOWN:
-        got = jax.jit(threefry_2x32)(jnp.array(key_words, jnp.uint32), jnp.array(count, jnp.uint32))
-        assert [int(w) for w in got] == list(out)
-    rng = np.random.default_rng(0)
-    k = rng.integers(0, 2**32, 2, dtype=np.uint32)
-    x = rng.integers(0, 2**32, 2000, dtype=np.uint32)
-    got = jax.jit(threefry_2x32)(jnp.asarray(k), jnp.asarray(x))
-    want = np.concatenate(threefry.hash_2x32(k[0], k[1], x[:1000], x[1000:]))
-    np.testing.assert_array_equal(np.asarray(got), want)
+def draws(key):
+    a, b = jax.random.split(key)
+    return (
+        jax.random.bits(a, (257, 3)),
+        jax.random.bernoulli(b, 0.7, (4, 9, 31)),
+        jax.random.uniform(jax.random.fold_in(key, 5), (100,)),
+    )
+
+key = jax.random.key(11)
+before = jax.jit(draws)(key)  # JAX's CPU lowering: its rolled loop
+looped = "while" in jax.jit(draws).lower(key).as_text()
+done = threefry.lower_unrolled_on_cpu() and threefry.lower_unrolled_on_cpu()  # idempotent
+after = jax.jit(lambda k: draws(k))  # a new function: traced and lowered anew
+unrolled = "while" not in after.lower(key).as_text()
+same = all(np.array_equal(x, y) for x, y in zip(before, after(key)))
+u32 = lambda words: jnp.array(words, jnp.uint32)
+hashed = jax.jit(threefry_2x32)
+known = [[int(w) for w in hashed(u32(k), u32(c))] for k, c in json.loads(sys.argv[1])]
+rng = np.random.default_rng(0)
+k = rng.integers(0, 2**32, 2, dtype=np.uint32)
+x = rng.integers(0, 2**32, 2000, dtype=np.uint32)
+got = np.asarray(jax.jit(threefry_2x32)(jnp.asarray(k), jnp.asarray(x)))
+words = np.array_equal(got, np.concatenate(threefry.hash_2x32(k[0], k[1], x[:1000], x[1000:])))
+print(json.dumps(dict(done=done, looped=looped, unrolled=unrolled, same=same, known=known,
+                      words=words)))
+"""
+
+
+def _run(script: str, *args: str, **env) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != threefry.SWITCH}
+    environ.update(JAX_PLATFORMS="cpu", **env)
+    r = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip().splitlines()[-1]
+
+
+def test_the_cpu_lowering_is_unrolled_and_draws_the_same_bits():
+    """Before: JAX's loop; after: no loop, and the same bits for split, bits, bernoulli and
+    uniform draws; the primitive gives Random123's answers and the NumPy hash's words."""
+    out = json.loads(_run(_REGISTER, json.dumps([[k, c] for k, c, _ in KNOWN])))
+    assert out["done"] and out["looped"] and out["unrolled"] and out["same"]
+    assert out["known"] == [list(o) for _, _, o in KNOWN]
+    assert out["words"]
 
 
 _LOOP = """
@@ -67,9 +96,4 @@ print(done, "while" in text)
 
 
 def test_the_switch_keeps_jaxs_lowering():
-    env = dict(os.environ, JAX_PLATFORMS="cpu", **{threefry.SWITCH: "loop"})
-    r = subprocess.run(
-        [sys.executable, "-c", _LOOP], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["False", "True"]  # not registered: JAX's rolled loop
+    assert _run(_LOOP, **{threefry.SWITCH: "loop"}).split() == ["False", "True"]

@@ -39,8 +39,9 @@ def cpu_env(devices: int | None = None) -> dict:
     return env
 
 
-def run_main(workdir, *flags, devices: int | None = None, timeout=300, **kw):
-    env = cpu_env(devices)
+def run_main(workdir, *flags, devices: int | None = None, timeout=300, environ=None, **kw):
+    """`python -m jaxsvr.main` on the CPU (`cpu_env`), `environ` added to its environment."""
+    env = {**cpu_env(devices), **(environ or {})}
     return subprocess.run(
         main_command(workdir, *flags, **kw),
         capture_output=True,
