@@ -37,8 +37,8 @@ def test_smoke_runlocal(reference):
     assert "jaxsvr train: config configs/epic_jpose.py:runlocal" in first[0]
     # the process settings the command made: threefry unrolled, and the huge-page restart
     # exactly where the machine needs it (jaxsvr.runtime.process_tuning)
-    restarted = process_tuning.huge_page_environment(cpu_env()) is not None
-    tunables = "glibc.malloc.hugetlb=1" if restarted else cpu_env().get("GLIBC_TUNABLES", "none")
+    env = cpu_env()
+    tunables = (process_tuning.huge_page_environment(env) or env).get("GLIBC_TUNABLES", "none")
     assert first[1].endswith(f"process: threefry unrolled on the CPU; malloc tunables {tunables}")
     assert "devices: 1 cpu" in first[2] and f"outputs in {workdir}" in first[2]
     assert "Unable to initialize backend" not in log
