@@ -232,10 +232,10 @@ def _child_env(what: str) -> dict:
             cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
         except OSError:
             cpuinfo = ""
-        if "NPY_DISABLE_CPU_FEATURES" in os.environ:
-            env["NPY_DISABLE_CPU_FEATURES"] = os.environ["NPY_DISABLE_CPU_FEATURES"]
-        elif process_tuning.is_zen4(cpuinfo) and os.environ.get(process_tuning.KEEP) != "1":
-            env["NPY_DISABLE_CPU_FEATURES"] = process_tuning._feature_names()
+        value = os.environ.get("NPY_DISABLE_CPU_FEATURES")
+        value = value or process_tuning.avx2_sort_features(os.environ, cpuinfo)
+        if value:
+            env["NPY_DISABLE_CPU_FEATURES"] = value
     return env
 
 

@@ -11,7 +11,9 @@ the PyTorch script's arguments, its table) and hands the rest to this module:
 - `build(config)`: the config's train step jitted as the trainer jits it (device-resident
   features, the step gathers rows, the state donated) in a process set up as
   `python -m jaxsvr.main` sets up its own (threefry unrolled on the CPU; the JAX child
-  starts with the same glibc huge-page tunable, `process_tuning.huge_page_environment`),
+  starts with the same glibc huge-page tunable, `process_tuning.huge_page_environment`;
+  the PyTorch child keeps the environment as given, as the public code sets nothing:
+  `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` for the whole run gives it to both),
   with its state, tables and batch source; `measure(step, ...)`: its ms per timed step
   after compilation, XLA's FLOPs, the loss; `parts(...)`: the step's parts each jitted
   alone; `profile(...)`: XLA's ops of a few steps by kind, from a profiler trace;

@@ -17,6 +17,9 @@ from jaxsvr.runtime import process_tuning
 from jaxsvr.train import loop
 
 RUN = ("--config.train.num_epochs=6",)  # 42 steps, checkpoints every 5, evals every 2 epochs
+# the command's process as users run it (threefry unrolled; the suite's processes keep
+# JAX's loop, tests/conftest.py): the reference run and the runs compared with it bit for bit
+USERS = {"JAXSVR_THREEFRY": "unrolled"}
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +27,7 @@ def reference(tmp_path_factory):
     """One uninterrupted runlocal JPoSE run on 1 device, its process set up as users' are
     (threefry unrolled: the suite's other processes keep JAX's loop, tests/conftest.py)."""
     workdir = tmp_path_factory.mktemp("reference")
-    r = run_main(workdir, *RUN, environ={"JAXSVR_THREEFRY": "unrolled"})
+    r = run_main(workdir, *RUN, environ=USERS)
     assert r.returncode == 0, r.stderr[-3000:]
     return workdir, r.stderr
 
@@ -38,7 +41,7 @@ def test_smoke_runlocal(reference):
     # the process settings the command made: threefry unrolled, and the huge-page restart
     # exactly where the machine needs it (jaxsvr.runtime.process_tuning)
     env = cpu_env()
-    tunables = (process_tuning.huge_page_environment(env) or env).get("GLIBC_TUNABLES", "none")
+    tunables = (process_tuning.huge_page_environment(env) or env).get("GLIBC_TUNABLES") or "none"
     assert first[1].endswith(f"process: threefry unrolled on the CPU; malloc tunables {tunables}")
     assert "devices: 1 cpu" in first[2] and f"outputs in {workdir}" in first[2]
     assert "Unable to initialize backend" not in log
@@ -63,7 +66,7 @@ def test_resume_after_sigkill_matches_uninterrupted(reference, tmp_path):
     proc = subprocess.Popen(
         main_command(tmp_path, *RUN),
         cwd=ROOT,
-        env=cpu_env(),
+        env={**cpu_env(), **USERS},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -79,7 +82,7 @@ def test_resume_after_sigkill_matches_uninterrupted(reference, tmp_path):
     saved = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
     assert saved < 42
 
-    r = run_main(tmp_path, *RUN)
+    r = run_main(tmp_path, *RUN, environ=USERS)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resumed" in r.stderr
     want, got = final(reference[0]), final(tmp_path)

@@ -138,6 +138,7 @@ GLIBC = ("glibc", "2.36")
         ),
         ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, "madvise", GLIBC, None),  # the user's
         ({"JAXSVR_HUGE_PAGES": "0"}, "madvise", GLIBC, None),  # the opt-out
+        ({"JAXSVR_HUGE_PAGES": "1"}, "madvise", GLIBC, None),  # restarted once already
         ({}, "always", GLIBC, None),  # large blocks get huge pages already
         ({}, "never", GLIBC, None),  # they cannot
         ({}, "madvise", ("glibc", "2.34"), None),  # no such tunable before 2.35
@@ -149,26 +150,37 @@ def test_huge_page_environment(environ, mode, libc, tunables):
     if tunables is None:
         assert env is None
     else:
-        assert env == {"PATH": "/bin", **environ, "GLIBC_TUNABLES": tunables}
+        assert env == {
+            "PATH": "/bin",
+            **environ,
+            "GLIBC_TUNABLES": tunables,
+            "JAXSVR_HUGE_PAGES": "1",
+        }
 
 
 _RESTART = """
 import os, sys
 from jaxsvr.runtime import process_tuning
 print(os.getpid(), os.environ.get("GLIBC_TUNABLES", "-"), sys.argv[1:], flush=True)
+if sys.argv[1] == "dropped":  # as glibc drops tunables for a privileged program
+    os.environ.pop("GLIBC_TUNABLES", None)
+if sys.argv[1] == "traced":  # as under a debugger
+    sys.settrace(lambda *args: None)
 process_tuning.reexec_with_huge_pages()
 """
 
 
-@pytest.mark.parametrize("opt_out", [False, True])
-def test_restarts_once_in_place_where_it_helps(opt_out):
+@pytest.mark.parametrize("case", ["plain", "opt_out", "dropped", "traced"])
+def test_restarts_once_in_place_where_it_helps(case):
     """The command restarts itself (same pid, same arguments) with the tunable exactly
-    when `huge_page_environment` says so, and once: the restarted process has it."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "JAXSVR_HUGE_PAGES")}
-    if opt_out:
+    when `huge_page_environment` says so, and at most once: also where the tunable does
+    not survive the restart; never under a tracer."""
+    drop = ("GLIBC_TUNABLES", "JAXSVR_HUGE_PAGES")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    if case == "opt_out":
         env["JAXSVR_HUGE_PAGES"] = "0"
     r = subprocess.run(
-        [sys.executable, "-c", _RESTART, "a", "b c"],
+        [sys.executable, "-c", _RESTART, case, "b c"],
         capture_output=True,
         text=True,
         env=env,
@@ -177,9 +189,9 @@ def test_restarts_once_in_place_where_it_helps(opt_out):
     assert r.returncode == 0, r.stderr
     runs = [line.split(" ", 2) for line in r.stdout.splitlines()]
     expected = process_tuning.huge_page_environment(env)
-    if expected is None:
+    if expected is None or case == "traced":
         assert [tunables for _, tunables, _ in runs] == ["-"]
     else:
         assert [tunables for _, tunables, _ in runs] == ["-", expected["GLIBC_TUNABLES"]]
         assert runs[0][0] == runs[1][0]  # the same process
-    assert all(args == "['a', 'b c']" for _, _, args in runs)
+    assert all(args == f"['{case}', 'b c']" for _, _, args in runs)

@@ -20,16 +20,18 @@ apply the same settings to their own process.
   among the process's mapped files, as threadpoolctl does; with another BLAS (or none
   found) it changes nothing.
 - `reexec_with_huge_pages()` (the training command, first thing): restarts the command
-  in place (`os.execve`: same pid, arguments and open files) with glibc's
+  in place (`os.execve`: same pid, arguments and standard streams) with glibc's
   `glibc.malloc.hugetlb=1` tunable, which glibc reads only at start-up. XLA's CPU client
   mallocs each step's temporaries afresh (1.2 GB for a ConTra step) and glibc maps blocks
   that large anew each time, so with 4 KiB pages every step faulted in 300 k pages (about
   0.6 CPU s of a 3 s step); with the tunable glibc asks for transparent huge pages
   (`madvise`), 2 MiB each. It restarts only where that changes something: Linux, glibc
   2.35 or later, the kernel's THP mode `madvise` (`always` backs large blocks with huge
-  pages already, `never` cannot), the tunable not yet set, and `JAXSVR_HUGE_PAGES=0` not
-  asking to keep the default. `huge_page_environment()` is the environment it restarts
-  with (None when it would not), for launchers and benchmarks that start such processes.
+  pages already, `never` cannot), the tunable not yet set, `JAXSVR_HUGE_PAGES` not set
+  (`0` keeps the default; the restart sets `1`, so a process restarts at most once, even
+  where glibc drops the tunable), and no debugger or tracer attached.
+  `huge_page_environment()` is the environment it restarts with (None when it would
+  not), for launchers and benchmarks that start such processes.
 
 What each saves, measured: docs/benchmarks.md#evaluation and
 docs/benchmarks.md#training-speed.
@@ -77,17 +79,27 @@ def is_zen4(cpuinfo: str) -> bool:
 
 def prefer_avx2_sort(cpuinfo: str | None = None) -> bool:
     """Sets NPY_DISABLE_CPU_FEATURES on Zen 4 (see the module docstring); True if it did."""
-    if "numpy" in sys.modules or os.environ.get(VARIABLE) or os.environ.get(KEEP) == "1":
+    if "numpy" in sys.modules:
         return False
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
         except OSError:
             return False
-    if not is_zen4(cpuinfo):
+    value = avx2_sort_features(os.environ, cpuinfo)
+    if value is None:
         return False
-    os.environ[VARIABLE] = _feature_names()
+    os.environ[VARIABLE] = value
     return True
+
+
+def avx2_sort_features(environ: Mapping[str, str], cpuinfo: str) -> str | None:
+    """The NPY_DISABLE_CPU_FEATURES value `prefer_avx2_sort` sets in a process with
+    `environ` on the CPU `cpuinfo` describes; None where it leaves the environment alone
+    (the variable set already, the opt-out, not Zen 4)."""
+    if environ.get(VARIABLE) or environ.get(KEEP) == "1" or not is_zen4(cpuinfo):
+        return None
+    return _feature_names()
 
 
 def _feature_names() -> str:
@@ -122,8 +134,8 @@ def huge_page_environment(
     """`environ` with glibc's hugetlb tunable added, or None where it would change nothing
     (see the module docstring). `mode` (the kernel's THP mode) and `libc` (as
     `platform.libc_ver()` gives it) default to this machine's."""
-    if environ.get(HUGE_PAGES) == "0" or HUGETLB in environ.get("GLIBC_TUNABLES", ""):
-        return None
+    if HUGE_PAGES in environ or HUGETLB in environ.get("GLIBC_TUNABLES", ""):
+        return None  # the opt-out, a restarted process, or the user's own choice
     name, version = libc if libc is not None else platform.libc_ver()
     try:
         major, minor = (int(x) for x in version.split(".")[:2])
@@ -139,16 +151,17 @@ def huge_page_environment(
     if mode != "madvise":
         return None
     tunables = ":".join(filter(None, (environ.get("GLIBC_TUNABLES", ""), f"{HUGETLB}=1")))
-    return {**environ, "GLIBC_TUNABLES": tunables}
+    return {**environ, "GLIBC_TUNABLES": tunables, HUGE_PAGES: "1"}  # 1: restarted once
 
 
 def reexec_with_huge_pages() -> None:
     """Restarts this command with `huge_page_environment()` where that is not None (see
     the module docstring); returns where it is None or the restart fails. Call it first
-    thing in a command's `__main__` block: whatever ran before runs again."""
+    thing in a command's `__main__` block: whatever ran before runs again. Not under a
+    debugger or tracer (`sys.gettrace()`), which the restart would leave behind."""
     env = huge_page_environment(os.environ)
     argv = getattr(sys, "orig_argv", None)
-    if env is None or not argv:
+    if env is None or not argv or sys.gettrace() is not None:
         return
     sys.stdout.flush()
     sys.stderr.flush()

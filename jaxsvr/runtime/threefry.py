@@ -65,10 +65,10 @@ def lower_unrolled_on_cpu() -> bool:
         return False
     try:
         from jax.extend.random import threefry2x32_p
-        from jax.interpreters import mlir
+        from jax.interpreters.mlir import lower_fun, register_lowering
     except ImportError:
         return False
-    rule = mlir.lower_fun(lambda *args: list(hash_2x32(*args)), multiple_results=True)
-    mlir.register_lowering(threefry2x32_p, rule, platform="cpu")
+    rule = lower_fun(lambda *args: list(hash_2x32(*args)), multiple_results=True)
+    register_lowering(threefry2x32_p, rule, platform="cpu")
     _registered = True
     return True
