@@ -10,7 +10,8 @@ apply the same settings to their own process.
   slow microcode (numpy/x86-simd-sort#6). It must run before NumPy is imported (NumPy
   reads the variable once), and does nothing when the variable is set already, NumPy is
   imported, or `JAXSVR_NUMPY_AVX512=1` asks to keep AVX-512. Zen 5 (family 26) and Intel
-  CPUs keep AVX-512, their faster sort. It reads /proc/cpuinfo only.
+  CPUs keep AVX-512, their faster sort. It reads /proc/cpuinfo only;
+  `avx2_sort_features()` is its choice for a given environment and CPU (benchmarks use it).
 - `keep_freed_memory()`: raises glibc's mmap and trim thresholds (`mallopt`; a no-op
   elsewhere), so the megabytes of temporaries the NumPy engine frees per block of queries
   stay in the process instead of being faulted in again for the next block.
