@@ -236,10 +236,27 @@ def test_vanished_gradients_warn_once(reference, tmp_path):
 
 
 def test_all_finite():
-    tree = {"w": jnp.ones((2, 3)), "count": jnp.array(3, jnp.int32), "none": None}
-    assert bool(all_finite(tree))
+    tree = {
+        "w": jnp.ones((2, 3)),
+        "count": jnp.array(3, jnp.int32),
+        "none": None,
+        "scalar": jnp.float32(2.0),
+        "largest": jnp.full((5,), np.finfo(np.float32).max),  # 0 * x is still 0
+        "half": jnp.ones(4, jnp.bfloat16),
+        "kernel": jnp.ones((300, 257)),  # the products' vector loops and their tails
+        "empty": jnp.zeros((0, 4)),
+        "no_columns": jnp.zeros((3, 0)),
+    }
+    check = jax.jit(all_finite)
+    assert bool(all_finite(tree)) and bool(check(tree))
     for bad in (np.nan, np.inf, -np.inf):
         assert not bool(all_finite({**tree, "b": jnp.array([0.0, bad])}))
+        for name in ("scalar", "largest", "half", "kernel"):
+            x = np.asarray(tree[name], np.float32).copy()
+            for index in {0, x.size // 2, x.size - 1}:
+                x.reshape(-1)[index] = bad
+                assert not bool(check({**tree, name: jnp.asarray(x, tree[name].dtype)}))
+                x.reshape(-1)[index] = 1.0
     assert bool(all_finite({}))
 
 

@@ -34,6 +34,7 @@ difference, never a fallback.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -57,13 +58,24 @@ class _Unusable(Exception):
 
 
 def all_finite(tree: Any) -> jax.Array:
-    """A device bool: every floating-point array of `tree` is finite (traceable)."""
-    flags = [
-        jnp.all(jnp.isfinite(x))
-        for x in jax.tree.leaves(tree)
-        if jnp.issubdtype(x.dtype, jnp.inexact)
-    ]
-    return jnp.all(jnp.stack(flags)) if flags else jnp.array(True)
+    """A device bool: every floating-point array of `tree` is finite (traceable).
+
+    Computed as products with zeros: each array, as a [rows, last axis] matrix, times a
+    zero vector, summed over everything. 0 · x is ±0 for every finite x and NaN for an
+    infinite or NaN one, and NaN survives the sums, so the total is finite exactly when
+    every element is. The train step runs this on the new parameters and optimiser state
+    every step; XLA's CPU back-end runs such a product as one read of the array, where
+    `all(isfinite(x))` (the same flag) wrote a boolean copy and reduced it in a second
+    pass: the SMS heads' step took 2–3 ms less (docs/benchmarks.md).
+    """
+    total = jnp.zeros((), jnp.float32)
+    for x in jax.tree.leaves(tree):
+        if not jnp.issubdtype(x.dtype, jnp.inexact):
+            continue
+        cols = x.shape[-1] if x.ndim else 1
+        matrix = jnp.reshape(x, (math.prod(x.shape[:-1]), cols))
+        total = total + jnp.sum(matrix @ jnp.zeros((cols,), x.dtype)).real.astype(jnp.float32)
+    return jnp.isfinite(total)
 
 
 _all_finite = jax.jit(all_finite)

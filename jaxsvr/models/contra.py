@@ -47,6 +47,7 @@ import jax.numpy as jnp
 
 from jaxsvr.errors import InputError
 from jaxsvr.models import DotProductModel
+from jaxsvr.models.dense import ATTENTION_DOT_GENERALS, Dense
 from jaxsvr.models.mme import WordTable, l2_normalize
 
 LN_EPS = 1e-5  # PyTorch's LayerNorm default (Flax's is 1e-6)
@@ -90,10 +91,11 @@ class EncoderLayer(nn.Module):
             deterministic=not train,
             attention_fn=attention_fn,
             name="attention",
+            **ATTENTION_DOT_GENERALS,
         )(query, x, sow_weights=full)  # [n, heads, W, W] in "intermediates" when mutable
         x = nn.LayerNorm(epsilon=LN_EPS, name="norm1")(query + drops[0](attn, not train))
-        h = nn.relu(nn.Dense(self.ff_dim, name="ff1")(x))
-        h = nn.Dense(d, name="ff2")(drops[1](h, not train))
+        h = nn.relu(Dense(self.ff_dim, name="ff1")(x))
+        h = Dense(d, name="ff2")(drops[1](h, not train))
         return nn.LayerNorm(epsilon=LN_EPS, name="norm2")(x + drops[2](h, not train))
 
 
@@ -174,8 +176,8 @@ class ContextEncoder(nn.Module):
             )(x, train)
         centre = window_pool(nn.LayerNorm(epsilon=LN_EPS, name="norm")(x), self.aggregate)
         if self.residual_mlp:  # g of the paper: x + MLP(x)
-            h = nn.relu(nn.Dense(d, name="g_hidden")(centre))
-            centre = centre + nn.Dense(d, name="g_out")(h)
+            h = nn.relu(Dense(d, name="g_hidden")(centre))
+            centre = centre + Dense(d, name="g_out")(h)
         return centre
 
 
@@ -203,11 +205,11 @@ class SentenceEncoder(nn.Module):
 
     @nn.compact
     def __call__(self, words: jnp.ndarray, ids: jnp.ndarray, train: bool = False):
-        h = nn.relu(nn.Dense(self.hidden, name="hidden")(words))  # [..., L, hidden]
+        h = nn.relu(Dense(self.hidden, name="hidden")(words))  # [..., L, hidden]
         # h >= 0, so zeroing padding before the max is the max over valid words (0 if none)
         h = jnp.max(jnp.where((ids > 0)[..., None], h, 0.0), axis=-2)
         h = nn.Dropout(self.dropout, deterministic=not train)(h)
-        return nn.Dense(self.embed_dim, name="out")(h)
+        return Dense(self.embed_dim, name="out")(h)
 
 
 class Model(DotProductModel):
@@ -264,7 +266,7 @@ class Model(DotProductModel):
         )
         self.video_drop = nn.Dropout(self.dropout)
         if self.video_projection:
-            self.video_proj = nn.Dense(self.embed_dim, name="video_proj")
+            self.video_proj = Dense(self.embed_dim, name="video_proj")
         elif self.video_dim != self.embed_dim:
             raise InputError(
                 f"config.model.video_projection is False, so the video features must be "

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from jaxsvr.errors import InputError
 from jaxsvr.models import DotProductModel
+from jaxsvr.models.dense import Dense
 from jaxsvr.models.mme import clip_feature, l2_normalize
 
 HEADS = ("linear", "mlp")
@@ -34,11 +35,11 @@ class Projection(nn.Module):
     @nn.compact
     def __call__(self, x: jnp.ndarray, train: bool = False) -> jnp.ndarray:
         if self.head == "mlp":
-            x = nn.gelu(nn.Dense(self.hidden, name="hidden")(x))
+            x = nn.gelu(Dense(self.hidden, name="hidden")(x))
             x = nn.Dropout(self.dropout, deterministic=not train)(x)
         elif self.head != "linear":
             raise InputError(f"unknown config.model.head {self.head!r}: use one of {HEADS}")
-        return l2_normalize(nn.Dense(self.embed_dim, name="out")(x))
+        return l2_normalize(Dense(self.embed_dim, name="out")(x))
 
 
 class Model(DotProductModel):

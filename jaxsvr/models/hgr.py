@@ -50,6 +50,7 @@ import jax.numpy as jnp
 
 from jaxsvr.errors import InputError
 from jaxsvr.inputs.roles import ROLES
+from jaxsvr.models.dense import Dense
 from jaxsvr.models.mme import WordTable
 
 EPS2 = 1e-16  # squared-norm clamp: a zero vector has cosine 0 and finite gradients
@@ -82,7 +83,7 @@ class GRU(nn.Module):
         orthogonal = nn.initializers.orthogonal()  # the reference's init of both kernels
         if self.reverse:
             x = _reverse_valid(x, lengths)
-        gates_x = nn.Dense(3 * h_dim, kernel_init=orthogonal, name="input")(x)  # [n, L, 3H]
+        gates_x = Dense(3 * h_dim, kernel_init=orthogonal, name="input")(x)  # [n, L, 3H]
         w_h = self.param("recurrent", orthogonal, (h_dim, 3 * h_dim))
         b_hn = self.param("recurrent_bias", nn.initializers.zeros, (h_dim,))
 
@@ -133,11 +134,11 @@ class AttnGCNLayer(nn.Module):
     @nn.compact
     def __call__(self, x: jnp.ndarray, adj: jnp.ndarray, train: bool) -> jnp.ndarray:
         d_attn = max(self.hidden // 2, 1)
-        q = nn.Dense(d_attn, name="query")(x)
-        k = nn.Dense(d_attn, name="key")(x)
+        q = Dense(d_attn, name="query")(x)
+        k = Dense(d_attn, name="key")(x)
         logits = jnp.einsum("nod,nid->noi", q, k) / math.sqrt(d_attn)
         attn = jax.nn.softmax(jnp.where(adj, logits, _NEG), axis=-1) * adj  # no edge: all 0
-        ctx = nn.Dense(self.hidden, use_bias=False, name="ctx")(attn @ x)
+        ctx = Dense(self.hidden, use_bias=False, name="ctx")(attn @ x)
         ctx = nn.Dropout(self.dropout, deterministic=not train)(ctx)
         return nn.LayerNorm(epsilon=1e-5, name="norm")(x + ctx)
 
@@ -168,15 +169,13 @@ class Model(nn.Module):
         self.words = WordTable(self.vocab_size, self.word_dim, name="words")
         self.gru_fwd = GRU(self.hidden, name="gru_fwd")
         self.gru_bwd = GRU(self.hidden, reverse=True, name="gru_bwd")
-        self.word_attn = nn.Dense(1, name="word_attn")
+        self.word_attn = Dense(1, name="word_attn")
         self.roles = nn.Embed(self.num_roles, self.hidden, name="roles")
         self.gcn = AttnGCNLayer(self.hidden, self.gcn_dropout, name="gcn")
         if self.hidden != self.embed_dim:
-            self.text_proj = {
-                lv: nn.Dense(self.embed_dim, name=f"text_{lv}") for lv in VIDEO_LEVELS
-            }
-        self.video_proj = {lv: nn.Dense(self.embed_dim, name=f"video_{lv}") for lv in VIDEO_LEVELS}
-        self.video_attn = nn.Dense(1, name="video_attn")
+            self.text_proj = {lv: Dense(self.embed_dim, name=f"text_{lv}") for lv in VIDEO_LEVELS}
+        self.video_proj = {lv: Dense(self.embed_dim, name=f"video_{lv}") for lv in VIDEO_LEVELS}
+        self.video_attn = Dense(1, name="video_attn")
         self.drop = nn.Dropout(self.dropout)
 
     def embed_video(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxsvr.models import DotProductModel
+from jaxsvr.models.dense import Dense
 
 EPS = 1e-8
 TEXT_INPUTS = ("words", "features")  # config.model.text_input of MME / JPoSE
@@ -47,8 +48,8 @@ class GatedEmbedding(nn.Module):
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
-        x = nn.Dense(self.dim, name="proj")(l2_normalize(x))
-        x = x * nn.sigmoid(nn.Dense(self.dim, name="gate")(x))
+        x = Dense(self.dim, name="proj")(l2_normalize(x))
+        x = x * nn.sigmoid(Dense(self.dim, name="gate")(x))
         return l2_normalize(x)
 
 
