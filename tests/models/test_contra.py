@@ -110,6 +110,31 @@ def test_window_of_one_has_no_neighbours():
         make_model(m_text=-1).init(jax.random.key(0), batch)
 
 
+def test_sentence_from_the_vocabulary_equals_the_sentence_from_its_slots():
+    # Model.embed_text takes the vocabulary path when the table has fewer words than the
+    # batch has token slots (the m_text = 1 tests here), else the slots (m_text = 0)
+    enc = contra.SentenceEncoder(hidden=12, embed_dim=8, dropout=0.3)
+    table = jnp.asarray(np.random.default_rng(3).normal(size=(VOCAB, 6)), jnp.float32)
+    ids = jnp.asarray(make_batch()["caption"])
+    params = enc.init(jax.random.key(0), table[ids], ids)
+    rngs = {"dropout": jax.random.key(1)}
+
+    def slots(p, t):
+        return enc.apply(p, t[ids], ids, True, rngs=rngs)
+
+    def vocabulary(p, t):
+        return enc.apply(p, t, ids, True, vocabulary=True, rngs=rngs)
+
+    np.testing.assert_allclose(vocabulary(params, table), slots(params, table), atol=1e-6)
+    weights = jnp.asarray(np.random.default_rng(4).normal(size=(N, 3, 8)), jnp.float32)
+    grads = [
+        jax.grad(lambda p, t, f=f: jnp.sum(f(p, t) * weights), argnums=(0, 1))(params, table)
+        for f in (vocabulary, slots)
+    ]
+    for a, b in zip(*(jax.tree.leaves(g) for g in grads)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("m_text", [0, 1])
 def test_padding_does_not_change_the_sentence(m_text):
     model = make_model(m_video=0, m_text=m_text)
