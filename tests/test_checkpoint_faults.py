@@ -260,6 +260,25 @@ def test_all_finite():
     assert bool(all_finite({}))
 
 
+def test_all_finite_as_a_users_step_compiles_it():
+    # the suite compiles with most optimizations off (tests/conftest.py); a user's step is
+    # optimized, and may run under a low matmul precision: the flag must not change
+    previous = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        with jax.default_matmul_precision("bfloat16"):
+            check = jax.jit(all_finite)
+            big = np.full((64, 33), np.finfo(np.float32).max, np.float32)
+            assert bool(check({"w": jnp.asarray(big), "b": jnp.ones(33)}))
+            for bad in (np.nan, np.inf, -np.inf):
+                for index in (0, big.size - 1):
+                    x = big.copy()
+                    x.reshape(-1)[index] = bad
+                    assert not bool(check({"w": jnp.asarray(x), "b": jnp.ones(33)}))
+    finally:
+        jax.config.update("jax_disable_most_optimizations", previous)
+
+
 def _orbax_like_restore(post_after: threading.Event | None = None) -> None:
     """orbax's read pattern in one new event loop: five array reads that complete on other
     threads (as tensorstore's do), gathered with a sixth that fails first; the loop is

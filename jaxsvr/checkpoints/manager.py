@@ -64,9 +64,11 @@ def all_finite(tree: Any) -> jax.Array:
     zero vector, summed over everything. 0 · x is ±0 for every finite x and NaN for an
     infinite or NaN one, and NaN survives the sums, so the total is finite exactly when
     every element is. The train step runs this on the new parameters and optimiser state
-    every step; XLA's CPU back-end runs such a product as one read of the array, where
-    `all(isfinite(x))` (the same flag) wrote a boolean copy and reduced it in a second
-    pass: the SMS heads' step took 2–3 ms less (docs/benchmarks.md).
+    every step; XLA's CPU back-end runs such a product as one read of the array (float32),
+    where `all(isfinite(x))` (the same flag) wrote a boolean copy and reduced it in a
+    second pass: the SMS heads' step took 2–3 ms less (docs/benchmarks.md). The products
+    run at full precision whatever `config.matmul_precision` says, so no finite value is
+    rounded to infinity.
     """
     total = jnp.zeros((), jnp.float32)
     for x in jax.tree.leaves(tree):
@@ -74,7 +76,10 @@ def all_finite(tree: Any) -> jax.Array:
             continue
         cols = x.shape[-1] if x.ndim else 1
         matrix = jnp.reshape(x, (math.prod(x.shape[:-1]), cols))
-        total = total + jnp.sum(matrix @ jnp.zeros((cols,), x.dtype)).real.astype(jnp.float32)
+        product = jnp.matmul(  # full precision: TF32 / bfloat16 could round a finite max to inf
+            matrix, jnp.zeros((cols,), x.dtype), precision=jax.lax.Precision.HIGHEST
+        )
+        total = total + jnp.sum(product).real.astype(jnp.float32)
     return jnp.isfinite(total)
 
 

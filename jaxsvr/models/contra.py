@@ -314,7 +314,10 @@ class Model(DotProductModel):
     def embed_text(self, batch: dict, train: bool = False) -> dict[str, jnp.ndarray]:
         ids = batch["caption"]  # [n, W, L]
         _check_window(ids, "caption", self.m_text, (3,))
-        if self.vocab_size < ids.size:  # fewer words than slots: each word's hidden vector once
+        # each word's hidden vector once when that is well below one per token slot (a
+        # speed choice: the backward then scatters [slots, text_hidden] into the table's
+        # rows; 2 <= V keeps nn.Embed's lookup of a one-row table out of it)
+        if 2 <= self.vocab_size and 2 * self.vocab_size <= ids.size:
             vocabulary = self.words(jnp.arange(self.vocab_size))  # the table, [V, word_dim]
             s = self.sentence(vocabulary, ids, train, vocabulary=True)  # [n, W, d]
         else:

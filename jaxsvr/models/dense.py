@@ -16,7 +16,7 @@ ConTra ~5% of its step (its clip projection, encoder layers and sentence model a
 [n, W, ...] inputs), HGR ~9% (the GRU's input projection and the role graph's layers over
 [n, L, ...]); models whose layers see [n, d] inputs compile to the same program.
 
-`Dense` is `nn.Dense` with it (the same class, so the same parameter names and
+`Dense` builds an `nn.Dense` with it (so the same parameter names, auto-names and
 initialisation); `ATTENTION_DOT_GENERALS` are the keyword arguments that give
 `nn.MultiHeadDotProductAttention`'s projections the same.
 """
@@ -30,7 +30,9 @@ import flax.linen as nn
 import jax
 
 
-def flat_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+def flat_dot_general(
+    lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None, **kwargs
+):
     """`lax.dot_general`; when it contracts the last c axes of `lhs` (in order) with the
     first c of `rhs` and has no batch axes (every Dense layer), computed as one 2-D
     product of the flattened operands and reshaped back: the same values."""
@@ -45,7 +47,12 @@ def flat_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_elem
     )
     if not dense_form or (free == 1 and rhs.ndim - c == 1):  # already a matrix product
         return jax.lax.dot_general(
-            lhs, rhs, dimension_numbers, precision, preferred_element_type=preferred_element_type
+            lhs,
+            rhs,
+            dimension_numbers,
+            precision,
+            preferred_element_type=preferred_element_type,
+            **kwargs,
         )
     rows, k, m = (math.prod(s) for s in (lhs.shape[:free], lhs.shape[free:], rhs.shape[c:]))
     out = jax.lax.dot_general(
@@ -54,6 +61,7 @@ def flat_dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_elem
         (((1,), (0,)), ((), ())),
         precision,
         preferred_element_type=preferred_element_type,
+        **kwargs,
     )
     return out.reshape(lhs.shape[:free] + rhs.shape[c:])
 
