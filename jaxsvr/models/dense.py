@@ -8,8 +8,8 @@ against 155–200 for the same product written over [rows, d] on the 2-core EPYC
 `flat_dot_general` reshapes the operands to two dimensions first (a reshape of a
 row-major array moves nothing), so the forward product, the input gradient and the weight
 gradient are all ordinary matrix products over the same numbers; the output is reshaped
-back. XLA may still order a product's sums differently, so results agree within float32
-rounding (bit for bit where it does not).
+back. XLA may order a product's sums differently in the two forms, so results agree
+within float32 rounding, and bit for bit where it does not.
 
 What it saved (the train steps of `benchmarks/*_step_speed.py`, 2-core AMD EPYC Zen 4):
 ConTra ~5% of its step (its clip projection, encoder layers and sentence model all take

@@ -111,8 +111,9 @@ def test_window_of_one_has_no_neighbours():
 
 
 def test_sentence_from_the_vocabulary_equals_the_sentence_from_its_slots():
-    # Model.embed_text takes the vocabulary path when the table has fewer words than the
-    # batch has token slots (the m_text = 1 tests here), else the slots (m_text = 0)
+    # Model.embed_text takes the vocabulary path when the table has at most half as many
+    # words as the batch has token slots (the m_text = 1 tests here), else the slots
+    # (m_text = 0)
     enc = contra.SentenceEncoder(hidden=12, embed_dim=8, dropout=0.3)
     table = jnp.asarray(np.random.default_rng(3).normal(size=(VOCAB, 6)), jnp.float32)
     ids = jnp.asarray(make_batch()["caption"])
