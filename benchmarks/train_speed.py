@@ -11,8 +11,11 @@ below 5%). Default: JPoSE (64 anchors x 10 triplets x 3 levels, 3072-d features)
 
 Each setting runs `python -m jaxsvr.main` in a fresh process for `--epochs` epochs and
 reads the steady-state rates from its metrics.jsonl (log intervals after the first, so
-compilation is left out). Settings: `train.gather = device` (default: features on the
-device, the step gathers rows) and `host` (a background thread gathers the rows).
+compilation is left out), and its peak resident memory (compilation and the final
+evaluation included). Settings: `train.gather = device` (default: features on the
+device, the step gathers rows) and `host` (a background thread gathers the rows). The
+command's environment is this one's: `GLIBC_TUNABLES=...` or `JAXSVR_HUGE_PAGES=0` before
+the command try malloc settings (docs/training.md#the-process-on-a-cpu).
 
 `--host-gather-profile` times, without training, what `train.gather=host` does per step
 for JPoSE: gather the batch's feature rows (64 anchors x 61 rows of the EPIC train
@@ -22,6 +25,7 @@ copy them to the device (`parallel.global_batch`); medians over --repeats batche
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -47,14 +51,35 @@ def measure(annotations: str, epochs: int, extra: list[str], config: str, log_ev
             "--config.checkpoint.every_steps=1000000",
             *extra,
         ]
-        subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True)
+        peak_rss = run_child(cmd)
         rows = [json.loads(x) for x in Path(workdir, "metrics.jsonl").read_text().splitlines()]
         train = [r for r in rows if "train/steps_per_sec" in r][1:-1]
         return {
             "steps_per_sec": sum(r["train/steps_per_sec"] for r in train) / len(train),
             "host_wait": sum(r["train/host_wait"] for r in train) / len(train),
             "steps": train[-1]["step"],
+            "peak_rss_gb": peak_rss / 1e9,
         }
+
+
+def run_child(cmd: list[str]) -> int:
+    """Runs `cmd` in ROOT; returns its peak resident memory in bytes (its own, from
+    `wait4`, not the largest of every child so far). Exits with the tail of its output
+    when it fails; a child left behind by an interrupt is killed."""
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
+        if proc.returncode:
+            log.seek(0)
+            tail = log.read()[-3000:].decode(errors="replace")
+            sys.exit(f"error: {' '.join(cmd[2:4])} exited with {proc.returncode}:\n{tail}")
+    return usage.ru_maxrss * 1024  # KiB on Linux
 
 
 def host_gather_profile(annotations: str, config: str, rows: int, repeats: int) -> None:
@@ -133,14 +158,14 @@ def main() -> None:
     if args.max_steps:
         extra.append(f"--config.train.max_steps={args.max_steps}")
     print(" ".join([args.config, *args.set]))
-    print("| gather | steps/s | ms/step | host wait |")
-    print("|---|---|---|---|")
+    print("| gather | steps/s | ms/step | host wait | peak RSS |")
+    print("|---|---|---|---|---|")
     for gather in args.gather:
         flags = [f"--config.train.gather={gather}", *extra]
         m = measure(args.annotations, args.epochs, flags, args.config, args.log_every)
         print(
             f"| {gather} | {m['steps_per_sec']:.2f} | {1000 / m['steps_per_sec']:.0f} | "
-            f"{100 * m['host_wait']:.1f}% |",
+            f"{100 * m['host_wait']:.1f}% | {m['peak_rss_gb']:.2f} GB |",
             flush=True,
         )
 
