@@ -11,10 +11,10 @@ it unmaps the previous block, sleeps for the delay, maps a fresh anonymous block
 pages (`MADV_HUGEPAGE`, what `glibc.malloc.hugetlb=1` asks for), timing the writes and
 the process's system time.
 
-On bare metal the cost is the kernel zeroing the pages, whatever the delay. In a virtual
-machine whose balloon device reports free pages to the host (virtio-balloon
+On bare metal the cost should be the kernel zeroing the pages, whatever the delay. In a
+virtual machine whose balloon device reports free pages to the host (virtio-balloon
 `VIRTIO_BALLOON_F_REPORTING`: Linux hands free blocks of 2^page_reporting_order pages
-back to the host about 2 s after they are freed), memory left free that long must be
+back to the host in passes at most 2 s apart), memory left free that long must be
 faulted in again by the host as well, and the cost grows with the delay. The script
 prints whether this machine's balloon reports, one markdown table (median ms per GB
 and system ms per GB) and one JSON object.
@@ -28,13 +28,13 @@ import mmap
 import platform
 import resource
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from evaluation_speed import cpu_model  # beside this script
 
-MADV_HUGEPAGE = 14
 REPORTING_BIT = 5  # VIRTIO_BALLOON_F_REPORTING
 BALLOON_DEVICE = "0x0005"
 
@@ -60,19 +60,26 @@ def read(path: str) -> str:
 
 
 def touch(size: int, huge: bool) -> tuple[float, float]:
-    """Seconds and system seconds to write one byte per 4 KiB page of a fresh mapping;
-    the mapping is released on return."""
+    """Seconds and system seconds to write one byte per 4 KiB page of a fresh mapping in
+    huge or in 4 KiB pages (asked for either way, as THP `always` would give huge pages
+    unasked); the mapping is released on return."""
     block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    pages = None
     try:
-        if huge:
-            block.madvise(MADV_HUGEPAGE)
+        try:
+            block.madvise(mmap.MADV_HUGEPAGE if huge else mmap.MADV_NOHUGEPAGE)
+        except OSError as e:
+            sys.exit(
+                f"error: madvise({'MADV_HUGEPAGE' if huge else 'MADV_NOHUGEPAGE'}): {e} "
+                "(a kernel without transparent huge pages has nothing to measure here)"
+            )
         pages = np.frombuffer(block, np.uint8)
         before, start = resource.getrusage(resource.RUSAGE_SELF).ru_stime, time.perf_counter()
         pages[::4096] = 1
         seconds = time.perf_counter() - start
         system = resource.getrusage(resource.RUSAGE_SELF).ru_stime - before
-        del pages
     finally:
+        pages = None  # a view of the mapping keeps it from closing
         block.close()
     return seconds, system
 
@@ -85,7 +92,7 @@ def main() -> None:
     args = p.parse_args()
     size = args.size_mb << 20
     runs: dict[str, list] = {}
-    touch(size, True)  # the first mapping of the run
+    touch(size, True)  # not timed: the process's first large mapping pays its own setup
     for _ in range(args.repeats):
         for delay in args.delays:
             for huge in (False, True):

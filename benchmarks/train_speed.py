@@ -14,8 +14,8 @@ reads the steady-state rates from its metrics.jsonl (log intervals after the fir
 compilation is left out), and its peak resident memory (compilation and the final
 evaluation included). Settings: `train.gather = device` (default: features on the
 device, the step gathers rows) and `host` (a background thread gathers the rows). The
-command's environment is this one's: `GLIBC_TUNABLES=...` or `JAXSVR_HUGE_PAGES=0` before
-the command try malloc settings (docs/training.md#the-process-on-a-cpu).
+command's environment is this one's: set `GLIBC_TUNABLES=...` or `JAXSVR_HUGE_PAGES=0` in
+front of this script to try other malloc settings (docs/training.md#the-process-on-a-cpu).
 
 `--host-gather-profile` times, without training, what `train.gather=host` does per step
 for JPoSE: gather the batch's feature rows (64 anchors x 61 rows of the EPIC train

@@ -23,14 +23,16 @@ apply the same settings to their own process.
 - `reexec_with_huge_pages()` (the training command, first thing): restarts the command
   in place (`os.execve`: same pid, arguments and standard streams) with glibc's
   `glibc.malloc.hugetlb=1` tunable, which glibc reads only at start-up. XLA's CPU client
-  mallocs each step's temporaries afresh (1.2 GB for a ConTra step) and glibc maps blocks
-  that large anew each time, so with 4 KiB pages every step faulted in 300 k pages (about
-  0.6 CPU s of a 3 s step); with the tunable glibc asks for transparent huge pages
-  (`madvise`), 2 MiB each. It restarts only where that changes something: Linux, glibc
-  2.35 or later, the kernel's THP mode `madvise` (`always` backs large blocks with huge
-  pages already, `never` cannot), the tunable not yet set, `JAXSVR_HUGE_PAGES` not set
-  (`0` keeps the default; the restart sets `1`, so a process restarts at most once, even
-  where glibc drops the tunable), and no debugger or tracer attached.
+  mallocs each step's temporaries afresh (one 850 MB block for the EPIC ConTra step) and
+  glibc maps blocks that large anew each time, so with 4 KiB pages every step faults in
+  some 200 k pages (0.4 s of system time of a 2 s step); with the tunable glibc asks for
+  transparent huge pages (`madvise`), 2 MiB each. (Keeping freed memory in the process
+  instead is left to the user: it can double the memory; docs/training.md.) It restarts
+  only where that changes something: Linux, glibc 2.35 or later, the kernel's THP mode
+  `madvise` (`always` backs large blocks with huge pages already, `never` cannot), the
+  tunable not yet set, `JAXSVR_HUGE_PAGES` not set (`0` keeps the default; the restart
+  sets `1`, so a process restarts at most once, even where glibc drops the tunable), and
+  no debugger or tracer attached.
   `huge_page_environment()` is the environment it restarts with (None when it would
   not), for launchers and benchmarks that start such processes.
 
