@@ -114,9 +114,14 @@ def test_sentence_from_the_vocabulary_equals_the_sentence_from_its_slots():
     # Model.embed_text takes the vocabulary path when the table has at most half as many
     # words as the batch has token slots (the m_text = 1 tests here), else the slots
     # (m_text = 0)
+    # (the vocabulary path reads each unit's maximum at its winning word: also where a word
+    # repeats, its maxima tied, and where no slot holds a word)
     enc = contra.SentenceEncoder(hidden=12, embed_dim=8, dropout=0.3)
     table = jnp.asarray(np.random.default_rng(3).normal(size=(VOCAB, 6)), jnp.float32)
-    ids = jnp.asarray(make_batch()["caption"])
+    ids = make_batch()["caption"]
+    ids[1, 0, :3] = ids[1, 0, 0]  # one word three times
+    ids[1, 1, :] = 0  # no word at all
+    ids = jnp.asarray(ids)
     params = enc.init(jax.random.key(0), table[ids], ids)
     rngs = {"dropout": jax.random.key(1)}
 
