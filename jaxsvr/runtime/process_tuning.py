@@ -23,9 +23,9 @@ apply the same settings to their own process.
 - `reexec_with_huge_pages()` (the training command, first thing): restarts the command
   in place (`os.execve`: same pid, arguments and standard streams) with glibc's
   `glibc.malloc.hugetlb=1` tunable, which glibc reads only at start-up. XLA's CPU client
-  mallocs each step's temporaries afresh (one 850 MB block for the EPIC ConTra step) and
+  mallocs each step's temporaries afresh (one 669 MB block for the EPIC ConTra step) and
   glibc maps blocks that large anew each time, so with 4 KiB pages every step faults in
-  some 200 k pages (0.4 s of system time of a 2 s step); with the tunable glibc asks for
+  some 160 k pages (about 0.3 s of system time of a 2 s step); with the tunable glibc asks for
   transparent huge pages (`madvise`), 2 MiB each. (Keeping freed memory in the process
   instead is left to the user: it can double the memory; docs/training.md.) It restarts
   only where that changes something: Linux, glibc 2.35 or later, the kernel's THP mode
