@@ -237,7 +237,7 @@ def _max_over_words(table: jnp.ndarray, ids: jnp.ndarray, valid: jnp.ndarray) ->
     are one word repeated or relu's zeros, where the sum or relu's zero gradient is
     the same)."""
     slots = jnp.where(valid[..., None], jnp.take(table, ids, axis=0), -1.0)  # below any h
-    winner = jax.lax.stop_gradient(jnp.argmax(slots, axis=-2))  # [..., hidden]: a slot
+    winner = jnp.argmax(slots, axis=-2)  # [..., hidden]: a slot (an integer: no gradient)
     word = jnp.take_along_axis(ids, winner, axis=-1)  # [..., hidden]: its word
     h = table[word, jnp.arange(table.shape[-1])]
     return jnp.where(jnp.any(valid, axis=-1)[..., None], h, 0.0)
@@ -334,8 +334,8 @@ class Model(DotProductModel):
         ids = batch["caption"]  # [n, W, L]
         _check_window(ids, "caption", self.m_text, (3,))
         # each word's hidden vector once when that is well below one per token slot (a
-        # speed choice: the backward then scatters [slots, text_hidden] into the table's
-        # rows; 2 <= V keeps nn.Embed's lookup of a one-row table out of it)
+        # speed choice: the backward then adds [n, W, text_hidden] gradients into the
+        # table's rows; 2 <= V keeps nn.Embed's lookup of a one-row table out of it)
         if 2 <= self.vocab_size and 2 * self.vocab_size <= ids.size:
             vocabulary = self.words(jnp.arange(self.vocab_size))  # the table, [V, word_dim]
             s = self.sentence(vocabulary, ids, train, vocabulary=True)  # [n, W, d]
