@@ -10,9 +10,17 @@ Levels (the spaces models train in, `jaxsvr.models`):
 Sets are stored as bitsets (uint64 words per clip), so the relevance of any pairs of rows
 is a few vectorised bit operations: elementwise for sampled triplets (`pairs`), or a
 [B, B] matrix for a batch (`matrix`). Two empty sets have IoU 0.
+
+Whole rows (`above`: every caption relevant to a clip beyond a threshold) are computed
+per distinct set signature: relevance depends on the clip's (verb, noun) bitsets and the
+caption's only, and a table has far fewer distinct ones than rows (EPIC-100 train: 2212
+clip signatures among 16115 clips), so a row is one relevance per caption signature
+spread to the rows by their signature (`groups`), with the same values as `matrix`.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -73,6 +81,32 @@ class LevelRelevance:
     def matrix(self, level: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """[len(rows), len(cols)] relevance at `level`."""
         return self.pairs(level, np.asarray(rows)[:, None], np.asarray(cols)[None, :])
+
+    @functools.cached_property
+    def groups(self) -> np.ndarray:
+        """[n] int64: each row's clip signature, an index shared by exactly the rows whose
+        clips have the same verb and noun sets (so the same relevance to every caption)."""
+        return _signatures(self.verb_bits, self.noun_bits)[1]
+
+    @functools.cached_property
+    def _captions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(one row of each caption signature, each row's caption signature)."""
+        return _signatures(self.text_verb_bits, self.text_noun_bits)
+
+    def above(self, level: str, rows: np.ndarray, threshold: float) -> list[np.ndarray]:
+        """For each of `rows`, the rows (ascending) whose caption has relevance >
+        `threshold` to its clip at `level`: `np.flatnonzero(matrix(level, [row], all) >
+        threshold)`, computed once per caption signature."""
+        first, caption = self._captions
+        hits = self.matrix(level, rows, first) > threshold  # [len(rows), caption signatures]
+        return [np.flatnonzero(h[caption]) for h in hits]
+
+
+def _signatures(verb_bits: np.ndarray, noun_bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each distinct (verb, noun) bitset pair, each row's pair index)."""
+    both = np.concatenate([verb_bits, noun_bits], axis=1)
+    _, first, inverse = np.unique(both, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
 
 
 def _classes(*sets: ClassSets) -> int:

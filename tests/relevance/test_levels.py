@@ -66,3 +66,29 @@ def test_videos_against_their_captions_own_classes():
     np.testing.assert_allclose(lr.matrix("verb", [0], [0]), [[0.75]])
     same = LevelRelevance(verbs, nouns)
     np.testing.assert_allclose(np.diagonal(same.matrix("action", [0, 1], [0, 1])), 1.0)
+
+
+def test_rows_above_a_threshold_per_signature():
+    """`above` equals thresholding whole `matrix` rows, at every level, with caption sets
+    that differ from the clips'; `groups` joins exactly the rows with equal clip sets."""
+    rng = np.random.default_rng(2)
+    n = 300  # few classes: many rows share a signature
+    verbs = ClassSets.from_lists(random_sets(rng, n, 4, 2))
+    nouns = ClassSets.from_lists(random_sets(rng, n, 70, 2))  # two bitset words
+    text_verbs = ClassSets.from_lists(random_sets(rng, n, 4, 1))
+    text_nouns = ClassSets.from_lists(random_sets(rng, n, 70, 3))
+    for rel in (LevelRelevance(verbs, nouns), LevelRelevance(verbs, nouns, text_verbs, text_nouns)):
+        rows = np.arange(n)
+        for level in ("action", "verb", "noun"):
+            for threshold in (0.0, 0.1, 0.5, 0.75):
+                full = rel.matrix(level, rows, rows)
+                got = rel.above(level, rows, threshold)
+                assert len(got) == n
+                for r in rows:
+                    np.testing.assert_array_equal(got[r], np.flatnonzero(full[r] > threshold))
+        groups = rel.groups
+        assert 1 < groups.max() + 1 < n  # shared and distinct signatures
+        for a in rng.integers(0, n, 40):
+            for b in rng.integers(0, n, 40):
+                same = set(verbs[a]) == set(verbs[b]) and set(nouns[a]) == set(nouns[b])
+                assert (groups[a] == groups[b]) == same

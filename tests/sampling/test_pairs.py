@@ -7,6 +7,7 @@ import pytest
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
 from jaxsvr.relevance.levels import LevelRelevance
+from jaxsvr.sampling import pairs
 from jaxsvr.sampling.pairs import PairSampler, epoch_order
 
 LEVELS = ("action", "verb", "noun")
@@ -78,12 +79,35 @@ def test_relevant_captions_equal_the_per_anchor_draws():
         cand = rng.integers(0, n, 40)
         ok = todo & (rel.pairs("action", anchors, cand) > 0.1)
         want[ok], todo = cand[ok], todo & ~ok
-    assert todo.sum() > 16  # more than one block of exact rows
+    assert todo.sum() > 16  # many anchors fall back
     for i in np.flatnonzero(todo):
         row = rel.pairs("action", np.full(n, anchors[i]), np.arange(n))
         want[i] = np.flatnonzero(row > 0.1)[rng.integers(3)]
     np.testing.assert_array_equal(got, want)
     assert np.all(got // 3 == anchors // 3)
+
+
+def test_kept_relevant_sets_change_no_draw(monkeypatch):
+    """The exact sets kept per clip signature give the draws of sets built afresh: a
+    second pass over the same anchors (every set kept), and a sampler that may keep none."""
+    n = 3000
+    groups = np.arange(n) // 3
+    make = lambda: PairSampler(  # noqa: E731
+        LevelRelevance(ClassSets.from_labels(groups), ClassSets.from_labels(groups)),
+        levels=("action",),
+        pairing="relevant",
+    )
+    anchors = np.random.default_rng(3).integers(0, n, 200)
+    sampler = make()
+    first = sampler.relevant_captions(anchors, np.random.default_rng(7))
+    assert 0 < len(sampler._relevant) < 200  # kept per signature, not per anchor
+    again = sampler.relevant_captions(anchors, np.random.default_rng(7))
+    monkeypatch.setattr(pairs, "_KEPT", 0)
+    fresh = make()
+    nothing_kept = fresh.relevant_captions(anchors, np.random.default_rng(7))
+    assert not fresh._relevant
+    np.testing.assert_array_equal(again, first)
+    np.testing.assert_array_equal(nothing_kept, first)
 
 
 def test_unknown_pairing():
