@@ -11,11 +11,12 @@ Sets are stored as bitsets (uint64 words per clip), so the relevance of any pair
 is a few vectorised bit operations: elementwise for sampled triplets (`pairs`), or a
 [B, B] matrix for a batch (`matrix`). Two empty sets have IoU 0.
 
-Whole rows (`above`: every caption relevant to a clip beyond a threshold) are computed
-per distinct set signature: relevance depends on the clip's (verb, noun) bitsets and the
-caption's only, and a table has far fewer distinct ones than rows (EPIC-100 train: 2212
-clip signatures among 16115 clips), so a row is one relevance per caption signature
-spread to the rows by their signature (`groups`), with the same values as `matrix`.
+Relevance depends only on the clip's (verb, noun) bitsets and the caption's, and a table
+has far fewer distinct ones than rows (EPIC-100 train: 2212 signatures among 16115
+clips). So a whole row (`above`: every caption relevant to a clip beyond a threshold) is
+one relevance per distinct caption signature, spread to the rows that have it, with the
+same values as `matrix`; and rows whose clips share a signature (`groups`) have the same
+row, which the pair sampler uses to keep rows.
 """
 
 from __future__ import annotations

@@ -131,6 +131,7 @@ class PairSampler:
         if found is None:
             found = self.relevance.above("action", np.array([anchor]), self.threshold)[0]
             found = found.astype(np.int32)
+            found.flags.writeable = False  # shared by every later draw of this signature
             if self._kept + found.size <= _KEPT:
                 self._relevant[group], self._kept = found, self._kept + found.size
         return found

@@ -72,7 +72,7 @@ def test_rows_above_a_threshold_per_signature():
     """`above` equals thresholding whole `matrix` rows, at every level, with caption sets
     that differ from the clips'; `groups` joins exactly the rows with equal clip sets."""
     rng = np.random.default_rng(2)
-    n = 300  # few classes: many rows share a signature
+    n = 300  # few classes: some rows share a signature (202 distinct among 300)
     verbs = ClassSets.from_lists(random_sets(rng, n, 4, 2))
     nouns = ClassSets.from_lists(random_sets(rng, n, 70, 2))  # two bitset words
     text_verbs = ClassSets.from_lists(random_sets(rng, n, 4, 1))

@@ -62,10 +62,19 @@ def test_relevant_pairing_is_relevant_and_uniform():
     assert np.all(b["rel"][np.arange(50), 0, np.arange(50)] > 0.1)
 
 
+def rounds(rel, n, anchors, seed):
+    """The rejection rounds as the sampler runs them: (draws so far, anchors missed, rng)."""
+    rng, want, todo = np.random.default_rng(seed), anchors.copy(), np.ones(anchors.size, bool)
+    for _ in range(32):
+        cand = rng.integers(0, n, anchors.size)
+        ok = todo & (rel.pairs("action", anchors, cand) > 0.1)
+        want[ok], todo = cand[ok], todo & ~ok
+    return want, todo, rng
+
+
 def test_relevant_captions_equal_the_per_anchor_draws():
-    """Anchors the rejection rounds miss draw from their exact relevant set, built for
-    several anchors at once; the draws equal one exact row per anchor, in anchor order, on
-    the same generator."""
+    """Anchors the rejection rounds miss draw from their exact relevant set; the draws
+    equal one exact row per anchor, in anchor order, on the same generator."""
     n = 3000  # groups of 3 clips share a verb and a noun: 3 relevant clips in 3000
     rel = LevelRelevance(
         ClassSets.from_labels(np.arange(n) // 3), ClassSets.from_labels(np.arange(n) // 3)
@@ -74,11 +83,7 @@ def test_relevant_captions_equal_the_per_anchor_draws():
     anchors = np.random.default_rng(2).integers(0, n, 40)
     got = sampler.relevant_captions(anchors, np.random.default_rng(5))
 
-    rng, want, todo = np.random.default_rng(5), anchors.copy(), np.ones(40, bool)
-    for _ in range(32):  # the rounds, as the sampler runs them
-        cand = rng.integers(0, n, 40)
-        ok = todo & (rel.pairs("action", anchors, cand) > 0.1)
-        want[ok], todo = cand[ok], todo & ~ok
+    want, todo, rng = rounds(rel, n, anchors, 5)
     assert todo.sum() > 16  # many anchors fall back
     for i in np.flatnonzero(todo):
         row = rel.pairs("action", np.full(n, anchors[i]), np.arange(n))
@@ -88,26 +93,40 @@ def test_relevant_captions_equal_the_per_anchor_draws():
 
 
 def test_kept_relevant_sets_change_no_draw(monkeypatch):
-    """The exact sets kept per clip signature give the draws of sets built afresh: a
-    second pass over the same anchors (every set kept), and a sampler that may keep none."""
+    """The exact sets are kept per clip signature (verb and noun sets), one per signature
+    among the anchors that fall back, and give the draws of sets built afresh: a second
+    pass (every set kept), a sampler that keeps none and one that keeps only the first."""
     n = 3000
-    groups = np.arange(n) // 3
-    make = lambda: PairSampler(  # noqa: E731
-        LevelRelevance(ClassSets.from_labels(groups), ClassSets.from_labels(groups)),
-        levels=("action",),
-        pairing="relevant",
+    i = np.arange(n)
+    # Signatures are groups of 3 clips; clips of one verb group (6) or of one noun group
+    # (6, offset by 3) differ in their relevant sets (9 clips each), so a key on the verb
+    # or the noun alone would draw outside a set. Captions have other rows' clip sets.
+    verbs, nouns = ClassSets.from_labels(i // 6), ClassSets.from_labels((i + 3) // 6)
+    shuffle = np.random.default_rng(0).permutation(n)
+    captions = (
+        ClassSets.from_labels(i[shuffle] // 6),
+        ClassSets.from_labels((i[shuffle] + 3) // 6),
     )
+    rel = LevelRelevance(verbs, nouns, *captions)
+    make = lambda: PairSampler(rel, levels=("action",), pairing="relevant")  # noqa: E731
     anchors = np.random.default_rng(3).integers(0, n, 200)
+
     sampler = make()
     first = sampler.relevant_captions(anchors, np.random.default_rng(7))
-    assert 0 < len(sampler._relevant) < 200  # kept per signature, not per anchor
+    _, missed, _ = rounds(rel, n, anchors, 7)
+    assert len(sampler._relevant) == np.unique(anchors[missed] // 3).size < missed.sum()
+    for k in np.flatnonzero(missed):  # every fallback draw in its anchor's exact set
+        assert rel.pairs("action", anchors[k], first[k]) > 0.1
     again = sampler.relevant_captions(anchors, np.random.default_rng(7))
-    monkeypatch.setattr(pairs, "_KEPT", 0)
-    fresh = make()
-    nothing_kept = fresh.relevant_captions(anchors, np.random.default_rng(7))
-    assert not fresh._relevant
     np.testing.assert_array_equal(again, first)
-    np.testing.assert_array_equal(nothing_kept, first)
+    for cap in (0, 9):  # nothing kept; the first set only (9 clips)
+        monkeypatch.setattr(pairs, "_KEPT", cap)
+        fresh = make()
+        np.testing.assert_array_equal(
+            fresh.relevant_captions(anchors, np.random.default_rng(7)), first
+        )
+        assert len(fresh._relevant) == cap // 9
+        assert all(not s.flags.writeable for s in fresh._relevant.values())
 
 
 def test_unknown_pairing():
