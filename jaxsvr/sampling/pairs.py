@@ -11,11 +11,12 @@ of every video to every caption at each level the losses use:
   MI-MM and SMS): a caption drawn uniformly among the training clips c with
   R(anchor, c) > `pair_threshold` (0.1), the anchor's own caption included, so
   rel[i, i] may be below 1. Drawn by rejection (uniform candidates, the first that
-  qualifies), with an exact fallback for anchors whose relevant set is small: their
-  relevant sets are built per clip signature (`LevelRelevance.above`) and kept, as the
-  same rare signatures come back every epoch (EPIC-100 train: about 19 anchors of a
-  batch of 128 miss the rounds, from 903 signatures in the first epoch). (The public
-  code draws among the distinct training sentences; here among clips.)
+  qualifies; all 32 rounds drawn, then tested in one call), with an exact fallback for
+  anchors whose relevant set is small: their relevant sets are built per clip signature
+  (`LevelRelevance.above`) and kept, as the same rare signatures come back every epoch
+  (EPIC-100 train: about 19 anchors of a batch of 128 miss the rounds, from 903
+  signatures in the first epoch). (The public code draws among the distinct training
+  sentences; here among clips.)
 - `rel` [B, n_levels, B] float32: rel[i, l, j] = R_l(video_rows[i], text_rows[j]) at level
   l (`jaxsvr.relevance.levels`).
 
@@ -110,16 +111,16 @@ class PairSampler:
 
     def relevant_captions(self, anchors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """For each anchor, a clip drawn uniformly among those with R > threshold."""
-        out = anchors.copy()
-        left = np.arange(anchors.size)  # anchors still without a caption
-        for _ in range(_REJECTION_ROUNDS):
-            cand = rng.integers(0, self.n, anchors.size)[left]  # a draw for every anchor
-            ok = self.relevance.pairs("action", anchors[left], cand) > self.threshold
-            out[left[ok]] = cand[ok]
-            left = left[~ok]
-            if not left.size:
-                return out
-        for i in left:  # anchors the rounds missed: draw from the exact set
+        # Every round draws a candidate for every anchor, and the rounds stop once each
+        # anchor has one; the draws after the rounds happen only when some anchor has none,
+        # i.e. after all rounds. So drawing all rounds first and testing them at once gives
+        # the same captions from the same random stream.
+        cand = np.stack([rng.integers(0, self.n, anchors.size) for _ in range(_REJECTION_ROUNDS)])
+        ok = self.relevance.pairs("action", anchors[None, :], cand) > self.threshold
+        hit = ok.argmax(axis=0)  # each anchor's first qualifying round
+        found = ok[hit, np.arange(anchors.size)]
+        out = np.where(found, cand[hit, np.arange(anchors.size)], anchors).astype(anchors.dtype)
+        for i in np.flatnonzero(~found):  # anchors the rounds missed: draw from the exact set
             choices = self.relevant_clips(anchors[i])
             out[i] = choices[rng.integers(choices.size)] if choices.size else anchors[i]
         return out
