@@ -18,9 +18,11 @@ Exit codes (docs/failures.md): 0 done; 1 the training diverged (non-finite loss;
 step is named); 2 bad input, found before anything was written (one line: missing or
 broken config file, unknown config key or variant, a value out of range, an unusable or
 busy workdir, missing file, features that disagree with the annotations or each other,
-non-finite features). In a run of several processes (`jaxsvr.runtime.distributed`) a failing
-process exits at once with its code (1 for an unexpected error, its traceback logged)
-instead of waiting for the others in the shutdown barrier; its launcher stops them.
+non-finite features); 143 training stopped on SIGTERM after saving the step it reached
+(`jaxsvr.train.preemption`; rerun to resume). In a run of several processes
+(`jaxsvr.runtime.distributed`) a failing process exits at once with its code (1 for an
+unexpected error, its traceback logged) instead of waiting for the others in the
+shutdown barrier; its launcher stops them.
 """
 
 if __name__ == "__main__":  # first: a restart runs whatever came before it again
@@ -56,6 +58,7 @@ def main(argv: list[str]) -> None:
     from jaxsvr.errors import InputError
     from jaxsvr.runtime import distributed, threefry
     from jaxsvr.train.loop import TrainingDiverged
+    from jaxsvr.train.preemption import EXIT_PREEMPTED, Preempted
 
     config = _CONFIG.value
     logging.info(
@@ -74,6 +77,12 @@ def main(argv: list[str]) -> None:
         _fail(EXIT_BAD_INPUT, str(e), joined)
     except TrainingDiverged as e:
         _fail(EXIT_DIVERGED, str(e), joined)
+    except Preempted as e:
+        logging.warning("%s", e)
+        print(f"stopped: {e}", file=sys.stderr)
+        if joined is not None and joined.cluster is not None:
+            _exit_now(EXIT_PREEMPTED)
+        sys.exit(EXIT_PREEMPTED)
     except Exception:
         if joined is None or joined.cluster is None:
             raise

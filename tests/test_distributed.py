@@ -4,9 +4,10 @@ joined by `jax.distributed` (coordinator on 127.0.0.1, gloo collectives, fake CP
 2 processes x 2 devices follow 1 process x 4 devices (losses 1e-5, final metrics 1e-6) for
 JPoSE triplets and a batch loss (SMS); a checkpoint written by 2 processes resumes in 1 and
 the other way round; SIGKILL of one process ends the launcher non-zero at once and a rerun
-resumes to the uninterrupted run's metrics; a failing process ends the launcher with its
-error line. Then the environment detection of `jaxsvr.runtime.distributed` and the launcher's
-argument errors, without processes.
+resumes to the uninterrupted run's metrics; SIGTERM to the launcher makes every process
+save the same step and exit, and a rerun resumes to the same metrics; a failing process
+ends the launcher with its error line. Then the environment detection of
+`jaxsvr.runtime.distributed` and the launcher's argument errors, without processes.
 """
 
 from __future__ import annotations
@@ -45,16 +46,16 @@ FLAGS = {
 TIMINGS = {"eval_seconds", "train_seconds", "train_steps", "steps_per_sec", "host_wait"}
 
 
-def launch_command(workdir, config=JPOSE, *flags, processes=2, devices=2):
+def launch_command(workdir, config=JPOSE, *flags, processes=2, devices=2, grace=1):
     return [
         sys.executable,
         str(LAUNCH),
         f"--processes={processes}",
         f"--cpu-devices={devices}",
         "--timeout=240",
-        # when one process dies, the other waits in a collective (JAX's preemption notifier
-        # holds its SIGTERM) and ends only by the SIGKILL that follows the grace (10 s)
-        "--grace=1",
+        # when one process dies, the other waits in a collective (or for its peer at the
+        # preemption sync point) and ends only by the SIGKILL that follows the grace (10 s)
+        f"--grace={grace}",
         "--",
         f"--config={config}",
         f"--workdir={workdir}",
@@ -178,6 +179,50 @@ def test_sigkill_of_one_process_stops_the_launcher_and_a_rerun_resumes(runs, tmp
     r = launch(tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resumed from" in r.stderr
+    assert_same_run(tmp_path, runs[JPOSE, 2][0])
+
+
+def test_sigterm_to_the_launcher_saves_one_step_in_every_process_and_a_rerun_resumes(
+    runs, tmp_path
+):
+    """A scheduler stopping the launcher: each process stops at the step JAX's preemption
+    service agrees on, saves it and exits 143 long before the grace's SIGKILL; the rerun
+    resumes there and ends as the uninterrupted 2-process run."""
+    proc = subprocess.Popen(
+        launch_command(tmp_path, grace=100),
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        ckpts = tmp_path / "checkpoints"
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            if ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()):
+                break
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGTERM)
+        stopped = time.time()
+        _, err = proc.communicate(timeout=150)
+        assert time.time() - stopped < 60, err[-3000:]  # not the SIGKILL after 100 s
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    assert "launch: interrupted; stopped every process" in err
+    assert not (tmp_path / "metrics.json").exists(), "the run ended before the signal"
+    saved = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
+    for i in (0, 1):
+        line = f"[{i}] stopped: stopped on SIGTERM after step {saved}, saved as checkpoint {saved}"
+        assert line in err, err[-3000:]
+
+    r = launch(tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"at step {saved}" in r.stderr
     assert_same_run(tmp_path, runs[JPOSE, 2][0])
 
 

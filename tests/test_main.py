@@ -1,6 +1,6 @@
-"""The main command end to end (subprocesses): smoke run, resume after SIGKILL, fake devices,
-and one-line errors with exit codes (bad inputs its training finds, whose line is the first
-line of an InputError, in-process)."""
+"""The main command end to end (subprocesses): smoke run, resume after SIGKILL and after
+SIGTERM's checkpoint, fake devices, and one-line errors with exit codes (bad inputs its
+training finds, whose line is the first line of an InputError, in-process)."""
 
 import json
 import signal
@@ -91,6 +91,47 @@ def test_resume_after_sigkill_matches_uninterrupted(reference, tmp_path):
     ref_losses, losses = train_losses(reference[0]), train_losses(tmp_path)
     assert losses == ref_losses  # the JSON lines of the killed part were rewound too
     assert [r["step"] for r in jsonl(tmp_path)] == [r["step"] for r in jsonl(reference[0])]
+
+
+def test_sigterm_saves_the_step_it_reached_and_a_rerun_resumes(reference, tmp_path):
+    """A scheduler's SIGTERM: the run saves the step it reached, exits 143 with one line,
+    and the rerun resumes from that step and ends as the uninterrupted run."""
+    log = tmp_path / "stderr.txt"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            main_command(tmp_path, *RUN),
+            cwd=ROOT,
+            env={**cpu_env(), **USERS},
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        ckpts = tmp_path / "checkpoints"
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None:
+            if ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()):
+                break
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=120)
+        finally:
+            proc.kill()
+    stderr = log.read_text()
+    assert code == 143, stderr[-3000:]
+    assert not (tmp_path / "metrics.json").exists(), "the run ended before the signal"
+    stopped = [line for line in stderr.splitlines() if line.startswith("stopped: ")]
+    assert len(stopped) == 1, stderr[-3000:]
+    saved = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
+    assert f"after step {saved}, saved as checkpoint {saved}" in stopped[0]
+    assert 5 <= saved < 42
+
+    r = run_main(tmp_path, *RUN, environ=USERS)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"resumed from {tmp_path / 'checkpoints'} at step {saved}" in r.stderr
+    want, got = final(reference[0]), final(tmp_path)
+    for key in ("ndcg_avg", "map_avg", "rsum", "ndcg_v2t", "map_t2v"):
+        assert got[key] == want[key], key
+    assert train_losses(tmp_path) == train_losses(reference[0])
 
 
 def test_eight_fake_devices_follow_the_one_device_loss_curve(reference, tmp_path):

@@ -8,7 +8,7 @@ from train_runs import config, train_losses
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import evaluate
 from jaxsvr.inputs import model_inputs
-from jaxsvr.train import loop
+from jaxsvr.train import loop, preemption
 
 SHORT = dict(train__num_epochs=2, eval__every_epochs=2)
 # Long enough to learn on the built-in data (20 train videos x 20 clips, 250 steps of 16
@@ -153,3 +153,24 @@ def test_host_gather_rows_memmap_and_in_memory(tmp_path):
 def test_max_steps_overrides_epochs(tmp_path):
     m = loop.train_and_evaluate(config(train__max_steps=5, train__num_epochs=50), tmp_path)
     assert m["step"] == 5 and m["train_steps"] == 5
+
+
+def test_a_stop_between_log_lines_resumes_to_the_same_losses(tmp_path, monkeypatch):
+    """A SIGTERM stop at step 7 (log lines and saves at 5 and 10, the evaluation at 14):
+    checkpoint 7 and the metrics of steps 6-7 are kept, and the resumed run logs the same
+    losses bit for bit and ends with the same metrics as the uninterrupted run."""
+    c = config(train__num_epochs=2)  # 14 steps
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    want = loop.train_and_evaluate(c, whole)
+    monkeypatch.setattr(preemption.Stop, "requested", lambda self, step: step == 7)
+    with pytest.raises(preemption.Preempted, match="after step 7, saved as checkpoint 7"):
+        loop.train_and_evaluate(c, stopped)
+    assert sorted(p.name for p in (stopped / "checkpoints").iterdir()) == ["5", "7"]
+    assert [s for s, _ in preemption.load_window(stopped, 7)] == [6, 7]
+    assert not (stopped / "metrics.json").exists()
+    monkeypatch.undo()
+    got = loop.train_and_evaluate(c, stopped)
+    assert train_losses(stopped) == train_losses(whole)
+    assert {k: got[k] for k in ("ndcg_avg", "map_avg")} == {
+        k: want[k] for k in ("ndcg_avg", "map_avg")
+    }

@@ -100,7 +100,7 @@ class Checkpointer:
         self.moved = 0  # checkpoints/ folders moved aside in this run
         self._barriers = 0
         self._screen("checkpoints", metric=None)
-        self.latest = ocp.CheckpointManager(
+        self.latest = _Manager(
             self.workdir / "checkpoints",
             options=ocp.CheckpointManagerOptions(
                 max_to_keep=keep,
@@ -118,7 +118,7 @@ class Checkpointer:
         self.best_record: dict[str, float] = {}
         if metric:
             self._screen("best", metric=metric)
-            self.best = ocp.CheckpointManager(
+            self.best = _Manager(
                 self.workdir / "best",
                 options=ocp.CheckpointManagerOptions(
                     max_to_keep=1,
@@ -251,6 +251,19 @@ class Checkpointer:
         if jax.process_count() > 1:
             self._barriers += 1
             multihost_utils.sync_global_devices(f"jaxsvr-checkpoint-{self._barriers}")
+
+
+class _Manager(ocp.CheckpointManager):
+    """orbax's manager without its own asks of JAX's preemption service. jaxsvr's training
+    loop asks it once after every step (`jaxsvr.train.preemption`), and the service agrees
+    on the step to stop at from the step each process asked last; orbax also asks at each
+    save and, from a background thread, when an asynchronous save completes, with that
+    save's step, by then behind the loop's: an agreed step the loop has passed would never
+    be reached. orbax uses the answer only for its logs and statistics when saves are
+    forced, as jaxsvr's are."""
+
+    def reached_preemption(self, step: int) -> bool:
+        return False
 
 
 def _barriers(name: str) -> ocp.options.MultiprocessingOptions:

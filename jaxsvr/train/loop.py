@@ -67,7 +67,7 @@ from jaxsvr.inputs import text
 from jaxsvr.inputs.model_inputs import gather_device
 from jaxsvr.runtime import parallel, precision
 from jaxsvr.runtime.workdir import Workdir, write_text
-from jaxsvr.train import batches, checks, optim, pipeline, warm_start
+from jaxsvr.train import batches, checks, optim, pipeline, preemption, warm_start
 from jaxsvr.train import evaluation as train_evaluation
 from jaxsvr.train.evaluation import evaluate_splits, write_export
 from jaxsvr.train.metric_writers import MetricWriter
@@ -192,17 +192,23 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     export = workdir if lead and config.eval.export_similarity else None
     log_every = config.train.log_every_steps
     save_every = config.checkpoint.every_steps
-    pending: list[tuple[int, dict]] = []  # (step, metrics on device) since the last _drain
+    # (step, metrics on device) since the last _drain; after a stop on SIGTERM, those of
+    # the steps the stopped run had not logged (`preemption.save_window`)
+    pending: list[tuple[int, dict]] = []
+    if resumed:
+        pending += preemption.load_window(workdir, start_step)
     last_saved = start_step if resumed else None
     vanished = VanishedGradients()
     final = None
     timer = Timer(start_step, total_steps)
     prefetch = batches.Prefetch(source, mesh, start_step, total_steps, depth=config.train.prefetch)
     last_step = total_steps
+    preempted = None  # the step training stopped at on SIGTERM
     # a run stopped early stays stopped (a finished run was never stopped: the last step
     # ends training anyway)
     if resumed and start_step < total_steps and selection.stopped(start_step):
         last_step = start_step
+    stopper = preemption.Stop().install()
     try:
         # Each action that reads `state` (log, evaluate, save) first drains the pending
         # metrics, which vouches for it (`_drain`): no non-finite state is logged as
@@ -239,9 +245,22 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
                 last_saved = step
             if stop:
                 break
+            if step < last_step and stopper.requested(step):  # SIGTERM: save, then stop
+                if last_saved != step:
+                    window = _checked(pending, last_saved, vanished)
+                    if lead and window:  # for the resumed run's next log line
+                        preemption.save_window(workdir, step, window)
+                    ckpt.save(step, state)
+                    last_saved = step
+                preempted = step
+                break
     finally:
+        stopper.restore()
         prefetch.close()
-        ckpt.close()
+        ckpt.close()  # waits for the last save
+    if preempted is not None:
+        writer.close()
+        raise preemption.Preempted(preempted)
     if final is None:  # resumed a finished run: evaluate its final state again
         final, val = evaluate_splits(evaluator, val_evaluator, state, start_step, writer, export)
         final.update(_previous_summary(workdir / "metrics.json") or timer.summary())
@@ -324,12 +343,20 @@ def _drain(pending: list, last_saved: int | None, vanished: VanishedGradients) -
     a non-finite state. `last_saved` names the newest checkpoint: each save follows a drain
     that vouched for the saved state, so it is finite.
     """
-    if not pending:  # drained already at this step
+    host = _checked(pending, last_saved, vanished)
+    if not host:  # drained already at this step
         return {}
+    return {k: float(np.mean([m[k] for _, m in host])) for k in host[0][1]}
+
+
+def _checked(pending: list, last_saved: int | None, vanished: VanishedGradients) -> list:
+    """The pending (step, metrics) pulled to the host and checked (`_drain`), without
+    `state_finite` (absent from a stopped run's window, checked before it was kept);
+    `pending` is emptied."""
     host = jax.device_get(pending)
     pending.clear()
     for step, m in host:
-        loss, finite = m["loss"], m.pop("state_finite")
+        loss, finite = m["loss"], m.pop("state_finite", True)
         if not np.isfinite(loss) or not finite:
             if not np.isfinite(loss):
                 what = f"non-finite loss ({loss}) at step {step}"
@@ -347,7 +374,7 @@ def _drain(pending: list, last_saved: int | None, vanished: VanishedGradients) -
                 "another optimizer) need a new workdir"
             )
         vanished.see(step, float(loss), float(m["grad_norm"]))
-    return {k: float(np.mean([m[k] for _, m in host])) for k in host[0][1]}
+    return host
 
 
 def _previous_summary(path: Path) -> dict | None:
