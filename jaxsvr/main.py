@@ -77,11 +77,8 @@ def main(argv: list[str]) -> None:
         _fail(EXIT_BAD_INPUT, str(e), joined)
     except TrainingDiverged as e:
         _fail(EXIT_DIVERGED, str(e), joined)
-    except Preempted as e:
-        logging.warning("%s", e)
+    except Preempted as e:  # every process of a run stops at the same step: a normal exit
         print(f"stopped: {e}", file=sys.stderr)
-        if joined is not None and joined.cluster is not None:
-            _exit_now(EXIT_PREEMPTED)
         sys.exit(EXIT_PREEMPTED)
     except Exception:
         if joined is None or joined.cluster is None:

@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -185,11 +186,27 @@ def test_sigkill_of_one_process_stops_the_launcher_and_a_rerun_resumes(runs, tmp
 def test_sigterm_to_the_launcher_saves_one_step_in_every_process_and_a_rerun_resumes(
     runs, tmp_path
 ):
-    """A scheduler stopping the launcher: each process stops at the step JAX's preemption
-    service agrees on, saves it and exits 143 long before the grace's SIGKILL; the rerun
-    resumes there and ends as the uninterrupted 2-process run."""
+    """A scheduler stopping the launcher while its processes set up: they stop at the step
+    JAX's preemption service agrees on (usually their first), save it and exit 143 long
+    before the grace's SIGKILL; so does a rerun stopped while it restores that checkpoint
+    (the service counts the rerun's own steps); the next rerun ends as the uninterrupted
+    2-process run (28 steps)."""
+    ckpts = tmp_path / "checkpoints"
+    first = _sigterm_while_setting_up(tmp_path, lambda lines: ckpts.is_dir())
+    saved = _stopped_at(first, tmp_path, after=0)
+    again = _sigterm_while_setting_up(tmp_path, lambda lines: "resumed from" in "".join(lines))
+    saved = _stopped_at(again, tmp_path, after=saved)
+    r = launch(tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"at step {saved}" in r.stderr
+    assert_same_run(tmp_path, runs[JPOSE, 2][0])
+
+
+def _sigterm_while_setting_up(workdir: Path, ready) -> str:
+    """Runs the launcher, sends it SIGTERM once `ready(stderr lines so far)`, and returns its
+    stderr; fails if it is not over well within the 100 s grace."""
     proc = subprocess.Popen(
-        launch_command(tmp_path, grace=100),
+        launch_command(workdir, grace=100),
         cwd=ROOT,
         env=dict(os.environ, JAX_PLATFORMS="cpu"),
         stdout=subprocess.DEVNULL,
@@ -197,33 +214,35 @@ def test_sigterm_to_the_launcher_saves_one_step_in_every_process_and_a_rerun_res
         text=True,
         start_new_session=True,
     )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
     try:
-        ckpts = tmp_path / "checkpoints"
         deadline = time.time() + 240
-        while time.time() < deadline and proc.poll() is None:
-            if ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()):
-                break
+        while time.time() < deadline and proc.poll() is None and not ready(lines):
             time.sleep(0.005)
         proc.send_signal(signal.SIGTERM)
-        stopped = time.time()
-        _, err = proc.communicate(timeout=150)
-        assert time.time() - stopped < 60, err[-3000:]  # not the SIGKILL after 100 s
+        proc.wait(timeout=150)
+        reader.join(timeout=10)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, err[-3000:]
+    err = "".join(lines)
+    assert proc.returncode == 130, err[-3000:]  # not SIGKILLed at the grace's end
     assert "launch: interrupted; stopped every process" in err
-    assert not (tmp_path / "metrics.json").exists(), "the run ended before the signal"
-    saved = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
-    for i in (0, 1):
-        line = f"[{i}] stopped: stopped on SIGTERM after step {saved}, saved as checkpoint {saved}"
-        assert line in err, err[-3000:]
+    return err
 
-    r = launch(tmp_path)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert f"at step {saved}" in r.stderr
-    assert_same_run(tmp_path, runs[JPOSE, 2][0])
+
+def _stopped_at(err: str, workdir: Path, after: int) -> int:
+    """The step both processes saved and stopped at, after step `after` and before the end."""
+    assert not (workdir / "metrics.json").exists(), err[-3000:]
+    step = max(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
+    assert after < step < 28, err[-3000:]
+    for i in (0, 1):
+        line = f"[{i}] stopped: stopped on SIGTERM after step {step}, saved as checkpoint {step}"
+        assert line in err, err[-3000:]
+    return step
 
 
 def _children(pid: int) -> list[int]:

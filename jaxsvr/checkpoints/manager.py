@@ -257,10 +257,10 @@ class _Manager(ocp.CheckpointManager):
     """orbax's manager without its own asks of JAX's preemption service. jaxsvr's training
     loop asks it once after every step (`jaxsvr.train.preemption`), and the service agrees
     on the step to stop at from the step each process asked last; orbax also asks at each
-    save and, from a background thread, when an asynchronous save completes, with that
-    save's step, by then behind the loop's: an agreed step the loop has passed would never
-    be reached. orbax uses the answer only for its logs and statistics when saves are
-    forced, as jaxsvr's are."""
+    save and (on process 0, from a background thread) when an asynchronous save
+    completes, with that save's step, by then behind the loop's: an agreed step the loop
+    has passed would never be reached. orbax uses the answer only for its logs and
+    statistics when saves are forced, as jaxsvr's are."""
 
     def reached_preemption(self, step: int) -> bool:
         return False

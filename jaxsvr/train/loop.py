@@ -197,6 +197,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     pending: list[tuple[int, dict]] = []
     if resumed:
         pending += preemption.load_window(workdir, start_step)
+    elif lead:
+        preemption.discard_window(workdir)  # an earlier run's, in a reused workdir
     last_saved = start_step if resumed else None
     vanished = VanishedGradients()
     final = None
@@ -208,7 +210,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
     # ends training anyway)
     if resumed and start_step < total_steps and selection.stopped(start_step):
         last_step = start_step
-    stopper = preemption.Stop().install()
+    stopper = preemption.Stop(start_step).install()
     try:
         # Each action that reads `state` (log, evaluate, save) first drains the pending
         # metrics, which vouches for it (`_drain`): no non-finite state is logged as
@@ -255,9 +257,11 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, run_dir: Workdir) -> 
                 preempted = step
                 break
     finally:
-        stopper.restore()
         prefetch.close()
-        ckpt.close()  # waits for the last save
+        try:
+            ckpt.close()  # waits for the last save (a stop's too: SIGTERM stays handled)
+        finally:
+            stopper.restore()
     if preempted is not None:
         writer.close()
         raise preemption.Preempted(preempted)
