@@ -25,7 +25,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from train_runs import ROOT, final, jsonl, run_main, train_losses
+from train_runs import (
+    ROOT,
+    final,
+    jsonl,
+    run_main,
+    train_losses,
+    wait_for_checkpoint,
+    wait_until,
+)
 
 from jaxsvr.errors import InputError
 from jaxsvr.runtime import distributed
@@ -146,22 +154,9 @@ def test_checkpoints_move_between_process_counts(runs, tmp_path):
 
 
 def test_sigkill_of_one_process_stops_the_launcher_and_a_rerun_resumes(runs, tmp_path):
-    proc = subprocess.Popen(
-        launch_command(tmp_path),
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = _start_launcher(tmp_path)
     try:
-        ckpts = tmp_path / "checkpoints"
-        deadline = time.time() + 240
-        while time.time() < deadline and proc.poll() is None:
-            if ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()):
-                break
-            time.sleep(0.005)
+        wait_for_checkpoint(proc, tmp_path)
         children = _children(proc.pid)
         assert len(children) == 2, children
         os.kill(_process(children, 1), signal.SIGKILL)
@@ -205,22 +200,12 @@ def test_sigterm_to_the_launcher_saves_one_step_in_every_process_and_a_rerun_res
 def _sigterm_while_setting_up(workdir: Path, ready) -> str:
     """Runs the launcher, sends it SIGTERM once `ready(stderr lines so far)`, and returns its
     stderr; fails if it is not over well within the 100 s grace."""
-    proc = subprocess.Popen(
-        launch_command(workdir, grace=100),
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = _start_launcher(workdir, grace=100)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
     reader.start()
     try:
-        deadline = time.time() + 240
-        while time.time() < deadline and proc.poll() is None and not ready(lines):
-            time.sleep(0.005)
+        wait_until(proc, lambda: ready(lines))
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=150)
         reader.join(timeout=10)
@@ -232,6 +217,19 @@ def _sigterm_while_setting_up(workdir: Path, ready) -> str:
     assert proc.returncode == 130, err[-3000:]  # not SIGKILLed at the grace's end
     assert "launch: interrupted; stopped every process" in err
     return err
+
+
+def _start_launcher(workdir: Path, **kw) -> subprocess.Popen:
+    """The launcher of a 2-process JPoSE run in its own session, stderr piped."""
+    return subprocess.Popen(
+        launch_command(workdir, **kw),
+        cwd=ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _stopped_at(err: str, workdir: Path, after: int) -> int:

@@ -5,12 +5,21 @@ training finds, whose line is the first line of an InputError, in-process)."""
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from train_runs import ROOT, config, cpu_env, final, jsonl, main_command, run_main, train_losses
+from train_runs import (
+    ROOT,
+    config,
+    cpu_env,
+    final,
+    jsonl,
+    main_command,
+    run_main,
+    train_losses,
+    wait_for_checkpoint,
+)
 
 from jaxsvr.errors import InputError
 from jaxsvr.runtime import process_tuning
@@ -71,11 +80,7 @@ def test_resume_after_sigkill_matches_uninterrupted(reference, tmp_path):
         stderr=subprocess.DEVNULL,
     )
     ckpts = tmp_path / "checkpoints"
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        if ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()):
-            break
-        time.sleep(0.005)
+    wait_for_checkpoint(proc, tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "metrics.json").exists(), "the run ended before it was killed"
@@ -106,11 +111,7 @@ def test_sigterm_saves_the_step_it_reached_and_a_rerun_resumes(reference, tmp_pa
             stderr=err,
         )
         ckpts = tmp_path / "checkpoints"
-        deadline = time.time() + 240
-        while time.time() < deadline and proc.poll() is None:
-            if ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()):
-                break
-            time.sleep(0.005)
+        wait_for_checkpoint(proc, tmp_path)
         proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(timeout=120)

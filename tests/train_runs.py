@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from jaxsvr import configs
@@ -74,3 +75,16 @@ def train_losses(workdir) -> dict[int, float]:
 
 def final(workdir) -> dict:
     return json.loads((Path(workdir) / "metrics.json").read_text())
+
+
+def wait_until(proc: subprocess.Popen, ready) -> None:
+    """Returns once `ready()`, or `proc` ended, or 240 s passed (polling every 5 ms)."""
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not ready():
+        time.sleep(0.005)
+
+
+def wait_for_checkpoint(proc: subprocess.Popen, workdir) -> None:
+    """`wait_until` `workdir/checkpoints` holds a step folder (the first periodic save)."""
+    ckpts = Path(workdir) / "checkpoints"
+    wait_until(proc, lambda: ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()))
