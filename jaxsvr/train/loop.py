@@ -21,7 +21,9 @@
    program with the state donated.
    Metrics stay on device until a log step. Every `eval.every_epochs` epochs and at the
    end: test nDCG/mAP/R@K. Checkpoints every `checkpoint.every_steps` and at the
-   end, plus the best by `checkpoint.best_metric`.
+   end, plus the best by `checkpoint.best_metric`. On SIGTERM the step reached is
+   checked, saved, and the run raises `preemption.Preempted` (`jaxsvr.train.preemption`:
+   every process of a multi-process run stops at the same step).
 6. Outputs (process 0, holding the lock `WORKDIR/.lock` from the restore on; everything
    before it is checks that write nothing): `config.json`, `vocab.json`, `metrics.jsonl` +
    TensorBoard events (`jaxsvr.train.metric_writers`), `metrics.json` with the final test
