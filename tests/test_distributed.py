@@ -3,10 +3,10 @@ joined by `jax.distributed` (coordinator on 127.0.0.1, gloo collectives, fake CP
 
 2 processes x 2 devices follow 1 process x 4 devices (losses 1e-5, final metrics 1e-6) for
 JPoSE triplets and a batch loss (SMS); a checkpoint written by 2 processes resumes in 1 and
-the other way round; SIGKILL of one process ends the launcher non-zero at once and a rerun
-resumes to the uninterrupted run's metrics; SIGTERM to the launcher makes every process
-save the same step and exit, and a rerun resumes to the same metrics; a failing process
-ends the launcher with its error line. Then the environment detection of
+the other way round; SIGKILL of one process ends the launcher non-zero at once, SIGTERM
+to the rerun's launcher makes every process save the same step and exit, and the next
+rerun resumes to the uninterrupted run's metrics; a failing process ends the launcher
+with its error line. Then the environment detection of
 `jaxsvr.runtime.distributed` and the launcher's argument errors, without processes.
 """
 
@@ -153,7 +153,12 @@ def test_checkpoints_move_between_process_counts(runs, tmp_path):
     assert_same_run(work, two)
 
 
-def test_sigkill_of_one_process_stops_the_launcher_and_a_rerun_resumes(runs, tmp_path):
+def test_sigkill_of_one_process_then_sigterm_to_the_launcher_and_a_rerun_resumes(runs, tmp_path):
+    """SIGKILL of one process ends the launcher at once. The rerun, stopped by a SIGTERM to
+    its launcher while it restores, stops every process at the step JAX's preemption
+    service agrees on (the service counts the rerun's own steps), saves it and exits 143
+    long before the grace's SIGKILL; the next rerun ends as the uninterrupted 2-process
+    run (28 steps)."""
     proc = _start_launcher(tmp_path)
     try:
         wait_for_checkpoint(proc, tmp_path)
@@ -171,26 +176,10 @@ def test_sigkill_of_one_process_stops_the_launcher_and_a_rerun_resumes(runs, tmp
     assert "launch: process 1 exited with code -9" in err, err[-3000:]
     assert not (tmp_path / "metrics.json").exists(), "the run ended before it was killed"
     assert not any(_alive(pid) for pid in children)
+    killed_at = max(int(p.name) for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())
 
-    r = launch(tmp_path)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "resumed from" in r.stderr
-    assert_same_run(tmp_path, runs[JPOSE, 2][0])
-
-
-def test_sigterm_to_the_launcher_saves_one_step_in_every_process_and_a_rerun_resumes(
-    runs, tmp_path
-):
-    """A scheduler stopping the launcher while its processes set up: they stop at the step
-    JAX's preemption service agrees on (usually their first), save it and exit 143 long
-    before the grace's SIGKILL; so does a rerun stopped while it restores that checkpoint
-    (the service counts the rerun's own steps); the next rerun ends as the uninterrupted
-    2-process run (28 steps)."""
-    ckpts = tmp_path / "checkpoints"
-    first = _sigterm_while_setting_up(tmp_path, lambda lines: ckpts.is_dir())
-    saved = _stopped_at(first, tmp_path, after=0)
     again = _sigterm_while_setting_up(tmp_path, lambda lines: "resumed from" in "".join(lines))
-    saved = _stopped_at(again, tmp_path, after=saved)
+    saved = _stopped_at(again, tmp_path, after=killed_at)
     r = launch(tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"at step {saved}" in r.stderr

@@ -19,6 +19,7 @@ from train_runs import (
     run_main,
     train_losses,
     wait_for_checkpoint,
+    wait_until,
 )
 
 from jaxsvr.errors import InputError
@@ -71,7 +72,16 @@ def test_smoke_runlocal(reference):
     assert len(list((workdir / "best").iterdir())) == 1
 
 
-def test_resume_after_sigkill_matches_uninterrupted(reference, tmp_path):
+def test_resume_after_sigkill_and_after_sigterm_matches_uninterrupted(reference, tmp_path):
+    """SIGKILL after the first checkpoint; the rerun, sent SIGTERM (a scheduler's) once it
+    has saved a newer one, saves the step it reached and exits 143 with one line; the next
+    rerun resumes there and ends as the uninterrupted run: its metrics, every logged loss
+    and the JSON lines of the killed and stopped parts rewound."""
+    ckpts = tmp_path / "checkpoints"
+
+    def newest() -> int:
+        return max((int(p.name) for p in ckpts.iterdir() if p.name.isdigit()), default=0)
+
     proc = subprocess.Popen(
         main_command(tmp_path, *RUN),
         cwd=ROOT,
@@ -79,28 +89,13 @@ def test_resume_after_sigkill_matches_uninterrupted(reference, tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    ckpts = tmp_path / "checkpoints"
     wait_for_checkpoint(proc, tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (tmp_path / "metrics.json").exists(), "the run ended before it was killed"
-    saved = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
-    assert saved < 42
+    killed_at = newest()
+    assert 5 <= killed_at < 42
 
-    r = run_main(tmp_path, *RUN, environ=USERS)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "resumed" in r.stderr
-    want, got = final(reference[0]), final(tmp_path)
-    for key in ("ndcg_avg", "map_avg", "rsum", "ndcg_v2t", "map_t2v"):
-        assert got[key] == want[key], key
-    ref_losses, losses = train_losses(reference[0]), train_losses(tmp_path)
-    assert losses == ref_losses  # the JSON lines of the killed part were rewound too
-    assert [r["step"] for r in jsonl(tmp_path)] == [r["step"] for r in jsonl(reference[0])]
-
-
-def test_sigterm_saves_the_step_it_reached_and_a_rerun_resumes(reference, tmp_path):
-    """A scheduler's SIGTERM: the run saves the step it reached, exits 143 with one line,
-    and the rerun resumes from that step and ends as the uninterrupted run."""
     log = tmp_path / "stderr.txt"
     with open(log, "w") as err:
         proc = subprocess.Popen(
@@ -110,10 +105,9 @@ def test_sigterm_saves_the_step_it_reached_and_a_rerun_resumes(reference, tmp_pa
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
-        ckpts = tmp_path / "checkpoints"
-        wait_for_checkpoint(proc, tmp_path)
-        proc.send_signal(signal.SIGTERM)
         try:
+            wait_until(proc, lambda: newest() > killed_at)
+            proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=120)
         finally:
             proc.kill()
@@ -122,17 +116,18 @@ def test_sigterm_saves_the_step_it_reached_and_a_rerun_resumes(reference, tmp_pa
     assert not (tmp_path / "metrics.json").exists(), "the run ended before the signal"
     stopped = [line for line in stderr.splitlines() if line.startswith("stopped: ")]
     assert len(stopped) == 1, stderr[-3000:]
-    saved = max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
+    saved = newest()
     assert f"after step {saved}, saved as checkpoint {saved}" in stopped[0]
-    assert 5 <= saved < 42
+    assert killed_at < saved < 42
 
     r = run_main(tmp_path, *RUN, environ=USERS)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert f"resumed from {tmp_path / 'checkpoints'} at step {saved}" in r.stderr
+    assert f"resumed from {ckpts} at step {saved}" in r.stderr
     want, got = final(reference[0]), final(tmp_path)
     for key in ("ndcg_avg", "map_avg", "rsum", "ndcg_v2t", "map_t2v"):
         assert got[key] == want[key], key
     assert train_losses(tmp_path) == train_losses(reference[0])
+    assert [r["step"] for r in jsonl(tmp_path)] == [r["step"] for r in jsonl(reference[0])]
 
 
 def test_eight_fake_devices_follow_the_one_device_loss_curve(reference, tmp_path):
