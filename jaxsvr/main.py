@@ -10,7 +10,8 @@ reference similarities).
 
 Run as the command, the process first restarts itself once with glibc's huge-page tunable
 where the machine's transparent huge pages need it (`JAXSVR_HUGE_PAGES=0` keeps glibc's
-default; `jaxsvr.runtime.process_tuning`), and lowers JAX's threefry hash unrolled on the
+default, `JAXSVR_HUGE_PAGES=reserved` takes the huge pages reserved with `sysctl
+vm.nr_hugepages`; `jaxsvr.runtime.process_tuning`), and lowers JAX's threefry hash unrolled on the
 CPU (`jaxsvr.runtime.threefry`; `JAXSVR_THREEFRY=loop` keeps JAX's lowering): both are
 about speed, neither changes a number.
 
@@ -56,7 +57,7 @@ def main(argv: list[str]) -> None:
     for handler in logging.getLogger().handlers:
         handler.addFilter(_quiet_libraries)
     from jaxsvr.errors import InputError
-    from jaxsvr.runtime import distributed, threefry
+    from jaxsvr.runtime import distributed, process_tuning, threefry
     from jaxsvr.train.loop import TrainingDiverged
     from jaxsvr.train.preemption import EXIT_PREEMPTED, Preempted
 
@@ -68,7 +69,12 @@ def main(argv: list[str]) -> None:
     # and (set before start-up by the restart above) huge pages for XLA's temporaries
     hashing = "unrolled" if threefry.lower_unrolled_on_cpu() else "as JAX lowers it"
     tunables = os.environ.get("GLIBC_TUNABLES", "")
-    logging.info("process: threefry %s on the CPU; malloc tunables %s", hashing, tunables or "none")
+    pool, warning = process_tuning.reserved_pool_note(os.environ)
+    logging.info(
+        "process: threefry %s on the CPU; malloc tunables %s%s", hashing, tunables or "none", pool
+    )
+    if warning:
+        logging.warning("%s", warning)
     joined = None
     try:
         joined = distributed.join(config.distributed)

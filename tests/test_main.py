@@ -3,6 +3,7 @@ SIGTERM's checkpoint, fake devices, and one-line errors with exit codes (bad inp
 training finds, whose line is the first line of an InputError, in-process)."""
 
 import json
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -131,9 +132,18 @@ def test_resume_after_sigkill_and_after_sigterm_matches_uninterrupted(reference,
 
 
 def test_eight_fake_devices_follow_the_one_device_loss_curve(reference, tmp_path):
-    r = run_main(tmp_path, *RUN, devices=8)
+    """Also with glibc asked for reserved huge pages (`JAXSVR_HUGE_PAGES=reserved`): the
+    log names the pool, whatever this machine has reserved (none: 4 KiB pages and a
+    warning), and the numbers do not change."""
+    r = run_main(tmp_path, *RUN, devices=8, environ={"JAXSVR_HUGE_PAGES": "reserved"})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "on 8 device(s)" in r.stderr
+    assert re.search(
+        r"malloc tunables glibc\.malloc\.hugetlb=2; reserved huge pages: \d+ of \d+ free$",
+        r.stderr.splitlines()[1],
+    ), r.stderr[:2000]
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("W")]
+    assert all("no reserved huge page is free" in line for line in warnings), warnings
     want, got = train_losses(reference[0]), train_losses(tmp_path)
     assert want.keys() == got.keys()
     np.testing.assert_allclose([got[s] for s in want], [want[s] for s in want], rtol=0, atol=1e-5)

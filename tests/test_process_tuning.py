@@ -143,6 +143,24 @@ GLIBC = ("glibc", "2.36")
         ({}, "never", GLIBC, None),  # they cannot
         ({}, "madvise", ("glibc", "2.34"), None),  # no such tunable before 2.35
         ({}, "madvise", ("", ""), None),  # musl, macOS: not glibc
+        # the reserved pool, asked for: whatever the THP mode
+        ({"JAXSVR_HUGE_PAGES": "reserved"}, "madvise", GLIBC, "glibc.malloc.hugetlb=2"),
+        ({"JAXSVR_HUGE_PAGES": "reserved"}, "never", GLIBC, "glibc.malloc.hugetlb=2"),
+        ({"JAXSVR_HUGE_PAGES": "reserved"}, "always", GLIBC, "glibc.malloc.hugetlb=2"),
+        (
+            {"JAXSVR_HUGE_PAGES": "reserved", "GLIBC_TUNABLES": "glibc.malloc.arena_max=2"},
+            "madvise",
+            GLIBC,
+            "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2",
+        ),
+        ({"JAXSVR_HUGE_PAGES": "2"}, "madvise", GLIBC, None),  # restarted once already
+        (  # the user's own hugetlb setting wins
+            {"JAXSVR_HUGE_PAGES": "reserved", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"},
+            "madvise",
+            GLIBC,
+            None,
+        ),
+        ({"JAXSVR_HUGE_PAGES": "reserved"}, "madvise", ("glibc", "2.34"), None),
     ],
 )
 def test_huge_page_environment(environ, mode, libc, tunables):
@@ -154,8 +172,38 @@ def test_huge_page_environment(environ, mode, libc, tunables):
             "PATH": "/bin",
             **environ,
             "GLIBC_TUNABLES": tunables,
-            "JAXSVR_HUGE_PAGES": "1",
+            "JAXSVR_HUGE_PAGES": tunables[-1],  # 1 or 2: what the restart applied
         }
+
+
+MEMINFO = """MemTotal:       24576000 kB
+HugePages_Total:    2500
+HugePages_Free:     1435
+HugePages_Rsvd:       27
+Hugepagesize:       2048 kB
+"""
+
+
+def test_reserved_huge_pages_and_the_log_note():
+    assert process_tuning.reserved_huge_pages(MEMINFO) == (2500, 1435)
+    assert process_tuning.reserved_huge_pages("MemTotal: 1 kB\n") is None
+    note = process_tuning.reserved_pool_note
+    # only a process that asked for the pool says anything about it
+    assert note({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, MEMINFO) == ("", None)
+    assert note({}, MEMINFO) == ("", None)
+    restarted = {"GLIBC_TUNABLES": "a=1:glibc.malloc.hugetlb=2", "JAXSVR_HUGE_PAGES": "2"}
+    assert note(restarted, MEMINFO) == ("; reserved huge pages: 1435 of 2500 free", None)
+    text, warning = note(restarted, MEMINFO.replace("1435", "0"))
+    assert text == "; reserved huge pages: 0 of 2500 free"
+    assert "no reserved huge page is free" in warning and "sysctl vm.nr_hugepages=N" in warning
+    # asked for, but no restart happened (an old glibc, the user's own hugetlb tunable)
+    for tunables in ("", "glibc.malloc.hugetlb=1"):
+        text, warning = note({"JAXSVR_HUGE_PAGES": "reserved", "GLIBC_TUNABLES": tunables}, MEMINFO)
+        assert text == "" and "JAXSVR_HUGE_PAGES=reserved is not applied" in warning
+    # the user's own hugetlb=2: the pool is in use all the same
+    own = {"JAXSVR_HUGE_PAGES": "reserved", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}
+    assert note(own, MEMINFO) == ("; reserved huge pages: 1435 of 2500 free", None)
+    assert "\n" not in warning  # one line
 
 
 _RESTART = """
@@ -170,15 +218,18 @@ process_tuning.reexec_with_huge_pages()
 """
 
 
-@pytest.mark.parametrize("case", ["plain", "opt_out", "dropped", "traced"])
+@pytest.mark.parametrize("case", ["plain", "opt_out", "reserved", "dropped", "traced"])
 def test_restarts_once_in_place_where_it_helps(case):
     """The command restarts itself (same pid, same arguments) with the tunable exactly
     when `huge_page_environment` says so, and at most once: also where the tunable does
-    not survive the restart; never under a tracer."""
+    not survive the restart; never under a tracer. (glibc takes `hugetlb=2` whether or
+    not huge pages are reserved: without a pool it maps 4 KiB pages.)"""
     drop = ("GLIBC_TUNABLES", "JAXSVR_HUGE_PAGES")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     if case == "opt_out":
         env["JAXSVR_HUGE_PAGES"] = "0"
+    if case == "reserved":
+        env["JAXSVR_HUGE_PAGES"] = "reserved"
     r = subprocess.run(
         [sys.executable, "-c", _RESTART, case, "b c"],
         capture_output=True,

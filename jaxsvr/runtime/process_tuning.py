@@ -33,6 +33,16 @@ apply the same settings to their own process.
   tunable not yet set, `JAXSVR_HUGE_PAGES` not set (`0` keeps the default; the restart
   sets `1`, so a process restarts at most once, even where glibc drops the tunable), and
   no debugger or tracer attached.
+  `JAXSVR_HUGE_PAGES=reserved` restarts with `glibc.malloc.hugetlb=2` instead, whatever
+  the THP mode: glibc then maps its large blocks from the huge pages the administrator
+  reserved (`sysctl vm.nr_hugepages=N`; HugeTLB, not transparent huge pages) while they
+  last, and from 4 KiB pages after. Freed reserved pages go back to the pool, never to
+  the kernel's free lists, so a virtual machine whose balloon reports free memory to its
+  host (docs/benchmarks.md#why-contras-steps-alternate) never hands them back: ConTra's
+  steps stop alternating between fast and slow. Opt-in, as the pool may be meant for
+  other programs; the restart sets `2`. `reserved_pool_note()` says in the command's
+  log how many of the pool's pages are free (from /proc/meminfo, `reserved_huge_pages()`),
+  with a warning when none is, or when the restart could not be made.
   `huge_page_environment()` is the environment it restarts with (None when it would
   not), for launchers and benchmarks that start such processes.
 
@@ -116,6 +126,7 @@ def _feature_names() -> str:
 
 
 HUGE_PAGES = "JAXSVR_HUGE_PAGES"  # "0": keep glibc's default pages
+RESERVED = "reserved"  # JAXSVR_HUGE_PAGES=reserved: the pool of reserved huge pages
 HUGETLB = "glibc.malloc.hugetlb"
 THP_ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 HUGETLB_SINCE = (2, 35)  # the first glibc with the tunable
@@ -137,7 +148,8 @@ def huge_page_environment(
     """`environ` with glibc's hugetlb tunable added, or None where it would change nothing
     (see the module docstring). `mode` (the kernel's THP mode) and `libc` (as
     `platform.libc_ver()` gives it) default to this machine's."""
-    if HUGE_PAGES in environ or HUGETLB in environ.get("GLIBC_TUNABLES", ""):
+    reserved = environ.get(HUGE_PAGES) == RESERVED
+    if (HUGE_PAGES in environ and not reserved) or HUGETLB in environ.get("GLIBC_TUNABLES", ""):
         return None  # the opt-out, a restarted process, or the user's own choice
     name, version = libc if libc is not None else platform.libc_ver()
     try:
@@ -146,15 +158,62 @@ def huge_page_environment(
         return None
     if name != "glibc" or (major, minor) < HUGETLB_SINCE:
         return None
-    if mode is None:
+    if not reserved:
+        if mode is None:
+            try:
+                mode = thp_mode(THP_ENABLED.read_text())
+            except OSError:
+                return None
+        if mode != "madvise":
+            return None
+    value = "2" if reserved else "1"  # also what the restart leaves in JAXSVR_HUGE_PAGES
+    tunables = ":".join(filter(None, (environ.get("GLIBC_TUNABLES", ""), f"{HUGETLB}={value}")))
+    return {**environ, "GLIBC_TUNABLES": tunables, HUGE_PAGES: value}  # restarted once
+
+
+def reserved_pool_note(
+    environ: Mapping[str, str], meminfo: str | None = None
+) -> tuple[str, str | None]:
+    """For the command's log: ("", None) unless the process's `environ` asks glibc for
+    reserved huge pages (`glibc.malloc.hugetlb=2` in GLIBC_TUNABLES); then a note on the
+    pool (appended to the process line) and, when no reserved page is free, a warning
+    saying how to reserve them. Also a warning where `JAXSVR_HUGE_PAGES=reserved` was
+    asked for but the command could not restart with it."""
+    if f"{HUGETLB}=2" not in environ.get("GLIBC_TUNABLES", "").split(":"):
+        if environ.get(HUGE_PAGES) == RESERVED:  # still as the user set it: no restart
+            return "", (
+                f"{HUGE_PAGES}={RESERVED} is not applied: it needs Linux with glibc 2.35 or "
+                "later, no other glibc.malloc.hugetlb in GLIBC_TUNABLES, and no debugger"
+            )
+        return "", None
+    pool = reserved_huge_pages(meminfo)
+    if pool is None:
+        return "", f"{HUGE_PAGES}={RESERVED}: /proc/meminfo has no huge page pool here"
+    total, free = pool
+    note = f"; reserved huge pages: {free} of {total} free"
+    if free:
+        return note, None
+    return note, (
+        f"{HUGE_PAGES}={RESERVED}, but no reserved huge page is free (HugePages_Free 0 in "
+        "/proc/meminfo): glibc maps large blocks with 4 KiB pages; reserve some with "
+        "`sysctl vm.nr_hugepages=N` (ConTra's EPIC step uses about 1100 of 2 MiB) or unset "
+        f"{HUGE_PAGES}"
+    )
+
+
+def reserved_huge_pages(meminfo: str | None = None) -> tuple[int, int] | None:
+    """(total, free) reserved huge pages of the default size, from /proc/meminfo's
+    HugePages_Total and HugePages_Free (or `meminfo`, its text); None where it is not
+    there (not Linux)."""
+    if meminfo is None:
         try:
-            mode = thp_mode(THP_ENABLED.read_text())
+            meminfo = Path("/proc/meminfo").read_text()
         except OSError:
             return None
-    if mode != "madvise":
+    found = dict(re.findall(r"^HugePages_(Total|Free):\s+(\d+)", meminfo, re.MULTILINE))
+    if len(found) < 2:
         return None
-    tunables = ":".join(filter(None, (environ.get("GLIBC_TUNABLES", ""), f"{HUGETLB}=1")))
-    return {**environ, "GLIBC_TUNABLES": tunables, HUGE_PAGES: "1"}  # 1: restarted once
+    return int(found["Total"]), int(found["Free"])
 
 
 def reexec_with_huge_pages() -> None:
