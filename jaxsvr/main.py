@@ -69,7 +69,7 @@ def main(argv: list[str]) -> None:
     # and (set before start-up by the restart above) huge pages for XLA's temporaries
     hashing = "unrolled" if threefry.lower_unrolled_on_cpu() else "as JAX lowers it"
     tunables = os.environ.get("GLIBC_TUNABLES", "")
-    pool, warning = process_tuning.reserved_pool_note(os.environ)
+    pool, warning = process_tuning.huge_page_note(os.environ)
     logging.info(
         "process: threefry %s on the CPU; malloc tunables %s%s", hashing, tunables or "none", pool
     )

@@ -180,30 +180,43 @@ MEMINFO = """MemTotal:       24576000 kB
 HugePages_Total:    2500
 HugePages_Free:     1435
 HugePages_Rsvd:       27
+HugePages_Surp:        0
 Hugepagesize:       2048 kB
 """
 
 
 def test_reserved_huge_pages_and_the_log_note():
-    assert process_tuning.reserved_huge_pages(MEMINFO) == (2500, 1435)
+    # free pages that other mappings have claimed (Rsvd) are not available
+    assert process_tuning.reserved_huge_pages(MEMINFO) == (2500, 1408)
+    assert process_tuning.reserved_huge_pages(MEMINFO.replace("1435", "20")) == (2500, 0)
     assert process_tuning.reserved_huge_pages("MemTotal: 1 kB\n") is None
-    note = process_tuning.reserved_pool_note
-    # only a process that asked for the pool says anything about it
-    assert note({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, MEMINFO) == ("", None)
-    assert note({}, MEMINFO) == ("", None)
+    note = process_tuning.huge_page_note
+    # nothing to say where the pool was not asked for (the command's default, the opt-out)
+    for environ in ({}, {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", "JAXSVR_HUGE_PAGES": "1"}):
+        assert note(environ, MEMINFO) == ("", None)
+    assert note({"JAXSVR_HUGE_PAGES": "0"}, MEMINFO) == ("", None)
     restarted = {"GLIBC_TUNABLES": "a=1:glibc.malloc.hugetlb=2", "JAXSVR_HUGE_PAGES": "2"}
-    assert note(restarted, MEMINFO) == ("; reserved huge pages: 1435 of 2500 free", None)
-    text, warning = note(restarted, MEMINFO.replace("1435", "0"))
-    assert text == "; reserved huge pages: 0 of 2500 free"
-    assert "no reserved huge page is free" in warning and "sysctl vm.nr_hugepages=N" in warning
+    assert note(restarted, MEMINFO) == ("; reserved huge pages: 1408 of 2500 available", None)
+    # the user's own hugetlb=2: the pool is in use all the same
+    assert note({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}, MEMINFO)[1] is None
+    warnings = {}
+    text, warnings["empty"] = note(restarted, MEMINFO.replace("1435", "27"))
+    assert text == "; reserved huge pages: 0 of 2500 available"
+    assert "no reserved huge page is available" in warnings["empty"]
+    assert "sysctl vm.nr_hugepages=N" in warnings["empty"]
+    _, warnings["no pool"] = note(restarted, "MemTotal: 1 kB\n")
+    assert "no huge page pool" in warnings["no pool"]
     # asked for, but no restart happened (an old glibc, the user's own hugetlb tunable)
     for tunables in ("", "glibc.malloc.hugetlb=1"):
-        text, warning = note({"JAXSVR_HUGE_PAGES": "reserved", "GLIBC_TUNABLES": tunables}, MEMINFO)
-        assert text == "" and "JAXSVR_HUGE_PAGES=reserved is not applied" in warning
-    # the user's own hugetlb=2: the pool is in use all the same
-    own = {"JAXSVR_HUGE_PAGES": "reserved", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=2"}
-    assert note(own, MEMINFO) == ("; reserved huge pages: 1435 of 2500 free", None)
-    assert "\n" not in warning  # one line
+        text, warnings[tunables] = note(
+            {"JAXSVR_HUGE_PAGES": "reserved", "GLIBC_TUNABLES": tunables}, MEMINFO
+        )
+        assert text == "" and "JAXSVR_HUGE_PAGES=reserved is not applied" in warnings[tunables]
+    _, warnings["dropped"] = note({"JAXSVR_HUGE_PAGES": "2"}, MEMINFO)
+    assert "dropped it" in warnings["dropped"]
+    _, warnings["typo"] = note({"JAXSVR_HUGE_PAGES": "Reserved"}, MEMINFO)
+    assert "'Reserved' is not one of 0" in warnings["typo"]
+    assert all(w and "\n" not in w for w in warnings.values())  # one line each
 
 
 _RESTART = """

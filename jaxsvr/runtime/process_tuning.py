@@ -40,9 +40,12 @@ apply the same settings to their own process.
   the kernel's free lists, so a virtual machine whose balloon reports free memory to its
   host (docs/benchmarks.md#why-contras-steps-alternate) never hands them back: ConTra's
   steps stop alternating between fast and slow. Opt-in, as the pool may be meant for
-  other programs; the restart sets `2`. `reserved_pool_note()` says in the command's
-  log how many of the pool's pages are free (from /proc/meminfo, `reserved_huge_pages()`),
-  with a warning when none is, or when the restart could not be made.
+  other programs; the restart sets `2`. `huge_page_note()` says in the command's log
+  how many of the pool's pages are available (from /proc/meminfo,
+  `reserved_huge_pages()`), with a warning when none is, or when what
+  `JAXSVR_HUGE_PAGES` asked for did not happen. Pools of 8, 40 and 700 pages that ran
+  out during a run (ConTra, EPIC and runlocal) fell back to 4 KiB pages, and the runs
+  finished.
   `huge_page_environment()` is the environment it restarts with (None when it would
   not), for launchers and benchmarks that start such processes.
 
@@ -171,49 +174,64 @@ def huge_page_environment(
     return {**environ, "GLIBC_TUNABLES": tunables, HUGE_PAGES: value}  # restarted once
 
 
-def reserved_pool_note(
+def huge_page_note(
     environ: Mapping[str, str], meminfo: str | None = None
 ) -> tuple[str, str | None]:
-    """For the command's log: ("", None) unless the process's `environ` asks glibc for
-    reserved huge pages (`glibc.malloc.hugetlb=2` in GLIBC_TUNABLES); then a note on the
-    pool (appended to the process line) and, when no reserved page is free, a warning
-    saying how to reserve them. Also a warning where `JAXSVR_HUGE_PAGES=reserved` was
-    asked for but the command could not restart with it."""
-    if f"{HUGETLB}=2" not in environ.get("GLIBC_TUNABLES", "").split(":"):
-        if environ.get(HUGE_PAGES) == RESERVED:  # still as the user set it: no restart
+    """For the command's log, from the process's `environ` after the restart: a note on
+    the reserved pool to append to the process line where glibc is asked for it
+    (`glibc.malloc.hugetlb=2` in GLIBC_TUNABLES: "; reserved huge pages: A of T
+    available"), and a one-line warning or None. It warns when no reserved page is
+    available, and when `JAXSVR_HUGE_PAGES` asked for something that did not happen: a
+    value it does not know (any value but `reserved` turns the restart off), `reserved`
+    still there (no restart was made), or the restart's `2` without its tunable (glibc
+    dropped it)."""
+    value = environ.get(HUGE_PAGES)
+    asked = f"{HUGETLB}=2" in environ.get("GLIBC_TUNABLES", "").split(":")
+    if value not in (None, "0", "1", "2", RESERVED):
+        return "", (
+            f"{HUGE_PAGES}={value!r} is not one of 0 (glibc's default pages) or {RESERVED} "
+            "(the reserved pool): no huge-page restart was made"
+        )
+    if not asked:
+        if value == RESERVED:  # still as the user set it: no restart
+            why = "it needs Linux, glibc 2.35 or later, no other glibc.malloc.hugetlb in "
+            why += "GLIBC_TUNABLES and no debugger, and the restart must succeed"
+            return "", f"{HUGE_PAGES}={RESERVED} is not applied: {why}"
+        if value == "2":
             return "", (
-                f"{HUGE_PAGES}={RESERVED} is not applied: it needs Linux with glibc 2.35 or "
-                "later, no other glibc.malloc.hugetlb in GLIBC_TUNABLES, and no debugger"
+                f"{HUGE_PAGES}=2 (restarted for the reserved pool), but glibc.malloc.hugetlb=2 "
+                "is not in GLIBC_TUNABLES: the C library dropped it; glibc's default pages"
             )
         return "", None
     pool = reserved_huge_pages(meminfo)
     if pool is None:
-        return "", f"{HUGE_PAGES}={RESERVED}: /proc/meminfo has no huge page pool here"
-    total, free = pool
-    note = f"; reserved huge pages: {free} of {total} free"
-    if free:
+        return "", "glibc.malloc.hugetlb=2, but /proc/meminfo shows no huge page pool here"
+    total, available = pool
+    note = f"; reserved huge pages: {available} of {total} available"
+    if available:
         return note, None
     return note, (
-        f"{HUGE_PAGES}={RESERVED}, but no reserved huge page is free (HugePages_Free 0 in "
-        "/proc/meminfo): glibc maps large blocks with 4 KiB pages; reserve some with "
-        "`sysctl vm.nr_hugepages=N` (ConTra's EPIC step uses about 1100 of 2 MiB) or unset "
-        f"{HUGE_PAGES}"
+        "glibc.malloc.hugetlb=2, but no reserved huge page is available (HugePages_Free "
+        "less HugePages_Rsvd in /proc/meminfo): glibc maps large blocks with 4 KiB pages; "
+        "reserve some with `sysctl vm.nr_hugepages=N` (ConTra's EPIC step holds about "
+        "1070 pages of 2 MiB)"
     )
 
 
 def reserved_huge_pages(meminfo: str | None = None) -> tuple[int, int] | None:
-    """(total, free) reserved huge pages of the default size, from /proc/meminfo's
-    HugePages_Total and HugePages_Free (or `meminfo`, its text); None where it is not
-    there (not Linux)."""
+    """(total, available) reserved huge pages of the default size, from /proc/meminfo
+    (or `meminfo`, its text): HugePages_Total, and HugePages_Free less HugePages_Rsvd
+    (free pages other mappings have already claimed); None where it is not there (not
+    Linux, a kernel without HugeTLB)."""
     if meminfo is None:
         try:
             meminfo = Path("/proc/meminfo").read_text()
         except OSError:
             return None
-    found = dict(re.findall(r"^HugePages_(Total|Free):\s+(\d+)", meminfo, re.MULTILINE))
-    if len(found) < 2:
+    found = dict(re.findall(r"^HugePages_(Total|Free|Rsvd):\s+(\d+)", meminfo, re.MULTILINE))
+    if len(found) < 3:
         return None
-    return int(found["Total"]), int(found["Free"])
+    return int(found["Total"]), max(0, int(found["Free"]) - int(found["Rsvd"]))
 
 
 def reexec_with_huge_pages() -> None:
