@@ -4,6 +4,7 @@ the parts of each step timed.
 
   python benchmarks/sms_step_speed.py [--torch-python PY] [--repeats 3] [--steps 20]
       [--batch 128] [--annotations ../shared/data/epic100] [--json out.json]
+      [--matmul-precision bfloat16] [--torch-autocast bf16]
 
 Sizes: `configs/epic_sms.py` (the SMS loss, margin 0.6 and relax 0.1 as the public
 `--loss-margin 0.6 --loss-thres 0.1`; MLP heads 1024 -> 256 per modality over frozen
@@ -23,6 +24,12 @@ loss; `--batch 256` runs that loss size here.
   (the public loss, its relevance read from a uint8 matrix inside the step) over the same
   heads on random data of the same shapes, with its parts timed inside the step.
 
+Mixed precision (the public run's own setting: `amp.autocast` is on by default):
+`--matmul-precision bfloat16` runs jaxsvr's Dense products on bfloat16 inputs with
+float32 sums (`jaxsvr.models.dense`), `--torch-autocast bf16` the PyTorch forward and
+loss under CPU bfloat16 autocast; each is independent of the other, so a run can set one
+side against the other's float32.
+
 Both frameworks use 2 threads; each repetition runs jax, then torch, in fresh processes;
 the speed-up is per repetition. Prints the CPU model, a markdown table and one JSON
 object.
@@ -36,7 +43,7 @@ import time
 
 import step_comparison as harness  # beside this script
 
-from jaxsvr.runtime import cli
+from jaxsvr.runtime import cli, precision
 
 CONFIG = "configs/epic_sms.py"
 JAX_PARTS = ("gather", "video", "text", "scores_loss", "forward", "backward", "optimiser")
@@ -44,6 +51,8 @@ JAX_PARTS = ("gather", "video", "text", "scores_loss", "forward", "backward", "o
 
 def jax_child(args: argparse.Namespace) -> dict:
     overrides = {} if args.batch is None else {"train.batch_size": args.batch}
+    if args.matmul_precision is not None:
+        overrides["matmul_precision"] = args.matmul_precision
     step = harness.build(CONFIG, harness.annotations_dir(args), overrides)
     out, batches = harness.measure(step, args.steps, args.warmup)
     host = []
@@ -58,6 +67,7 @@ def jax_child(args: argparse.Namespace) -> dict:
         video_dim=int(inputs["video"].shape[-1]),
         text_dim=int(inputs["text_feature"].shape[-1]),
         host_batch_ms=statistics.median(host) * 1e3,
+        matmul_precision=step.config.matmul_precision,
     )
     if args.profile:
         out["profile"] = harness.profile(step, batches)
@@ -66,11 +76,17 @@ def jax_child(args: argparse.Namespace) -> dict:
     return out
 
 
-def torch_args(run: dict) -> list[str]:
-    return [
-        f"--{key.replace('_', '-')}={run[key]}"
-        for key in ("batch", "rows", "video_dim", "text_dim")
-    ]
+def torch_args(autocast: str):
+    """A repetition's JAX report -> the PyTorch script's options (its sizes)."""
+
+    def args(run: dict) -> list[str]:
+        sizes = [
+            f"--{key.replace('_', '-')}={run[key]}"
+            for key in ("batch", "rows", "video_dim", "text_dim")
+        ]
+        return [*sizes, f"--autocast={autocast}"]
+
+    return args
 
 
 def table(report: dict) -> str:
@@ -82,11 +98,12 @@ def table(report: dict) -> str:
         f"| SMS heads step, batch {first['batch']}, {first['video_dim']}-d clips, "
         f"{first['text_dim']}-d captions (2 threads) | ms/step |",
         "|---|---|",
-        f"| jaxsvr (`train_step`, jitted; {first['gflop_per_step']:.1f} GFLOP/step) | "
+        f"| jaxsvr (`train_step`, jitted; {first['gflop_per_step']:.1f} GFLOP/step; "
+        f"matmul_precision {first['matmul_precision']}) | "
         f"{span(harness.jax_ms(report), '{:.1f}')} |",
         f"| jaxsvr host batch (sampler + batch relevance) | {span(host, '{:.1f}')} |",
-        f"| public PyTorch pattern (torch {report['torch'][0]['version']}) | "
-        f"{span(torch_ms, '{:.1f}')} |",
+        f"| public PyTorch pattern (torch {report['torch'][0]['version']}; autocast "
+        f"{report['torch'][0]['autocast']}) | {span(torch_ms, '{:.1f}')} |",
         "",
         f"Speed-up over the PyTorch pattern: {span(report['speedup'], '{:.2f}')}× (per "
         "repetition).",
@@ -100,7 +117,21 @@ def main() -> None:
     p = harness.parser(__doc__)
     p.set_defaults(steps=20)  # tens of ms per step
     p.add_argument("--batch", type=cli.number(int, 2), help="default: the config's (128)")
+    p.add_argument(
+        "--matmul-precision",
+        choices=precision.PRECISIONS,
+        help="jaxsvr's config.matmul_precision (default: the config's)",
+    )
+    p.add_argument(
+        "--torch-autocast",
+        choices=("off", "bf16"),
+        default="off",
+        help="the PyTorch step's forward and loss under bfloat16 autocast",
+    )
     args = p.parse_args()
+    jax_args = () if args.batch is None else ("--batch", str(args.batch))
+    if args.matmul_precision is not None:
+        jax_args += ("--matmul-precision", args.matmul_precision)
     harness.main(
         args,
         {"jax": jax_child},
@@ -108,8 +139,8 @@ def main() -> None:
         torch_script="sms_step_torch.py",
         table=table,
         first=("--parts", "--profile"),
-        jax_args=() if args.batch is None else ("--batch", str(args.batch)),
-        torch_args=torch_args,
+        jax_args=jax_args,
+        torch_args=torch_args(args.torch_autocast),
     )
 
 

@@ -18,7 +18,10 @@ modality is trained, over precomputed clip features ([rows, video_dim]) and capt
 features ([rows, text_dim]): Linear(dim, 1024) -> GELU -> dropout 0.1 -> Linear(1024,
 256), L2-normalised as the public model's forward does, batch 128, AdamW lr 1e-3 and
 weight decay 1e-4 (`jaxsvr.models.heads`), float32 (the public `torch.cuda.amp` autocast
-and GradScaler do nothing on a CPU).
+and GradScaler do nothing on a CPU). `--autocast bf16` carries the public mixed precision
+to the CPU: the forward pass and the loss under `torch.autocast("cpu", bfloat16)` (the
+public run autocasts to float16 on its GPUs, with a GradScaler that bfloat16's float32
+range makes unneeded), parameters and optimiser in float32.
 
 The loss as the public code computes it (margin 0.6, threshold 0.1, one process): the
 text-video cosines of `sim_matrix`, every pair's positive score, weight and relevance
@@ -32,7 +35,7 @@ video and caption index drawn at random, the pair's own relevance from the matri
 Run by benchmarks/sms_step_speed.py in its own process (torch and JAX never share one):
 
   python benchmarks/sms_step_torch.py [--threads 2] [--steps 20] [--warmup 3] [--seed 0]
-      [--batch 128] [--rows 16115] [--video-dim 3072] [--text-dim 512]
+      [--batch 128] [--rows 16115] [--video-dim 3072] [--text-dim 512] [--autocast bf16]
 
 The last stdout line is one JSON object: framework, version, threads, ms_per_step (each
 timed step), median_ms, and parts_ms (median ms of the row gather, the video and text
@@ -147,8 +150,11 @@ def train_step(
     tables: Tables,
     batch: Batch,
     laps: torch_reference.Laps,
+    autocast: bool = False,
 ) -> float:
-    """One iteration of the public `train`; `laps` gets each part's seconds."""
+    """One iteration of the public `train`; `laps` gets each part's seconds. `autocast`:
+    the forward pass and the loss under bfloat16 autocast, where the public code wraps
+    them in `amp.autocast` (CUDA's float16 autocast, its default)."""
     for group in optimiser.param_groups:
         group["lr"] = lr
     video = tables.video[batch.videos]  # the loader's rows
@@ -157,11 +163,12 @@ def train_step(
     relevancy_weight = torch.cat((batch.captions.unsqueeze(0), batch.videos.unsqueeze(0)), 0)
     laps.lap("gather")
     optimiser.zero_grad()
-    image_features = F.normalize(model.video(video), dim=-1)
-    laps.lap("video")
-    text_features = F.normalize(model.text(text), dim=-1)
-    laps.lap("text")
-    loss = sms_loss(image_features, text_features, weight, relevancy_weight, tables.relevance)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):  # amp.autocast
+        image_features = F.normalize(model.video(video), dim=-1)
+        laps.lap("video")
+        text_features = F.normalize(model.text(text), dim=-1)
+        laps.lap("text")
+        loss = sms_loss(image_features, text_features, weight, relevancy_weight, tables.relevance)
     if not torch.isfinite(loss).item():  # check_loss_nan
         raise SystemExit(f"loss is {loss.item()}")
     laps.lap("loss")
@@ -197,7 +204,9 @@ def main() -> None:
     p.add_argument("--rows", type=at_least(2), default=16115)
     p.add_argument("--video-dim", type=at_least(1), default=3072)
     p.add_argument("--text-dim", type=at_least(1), default=512)
+    p.add_argument("--autocast", choices=("off", "bf16"), default="off")
     args = p.parse_args()
+    autocast = args.autocast == "bf16"
     torch_reference.set_threads(args.threads)
     torch.manual_seed(args.seed)
     generator = torch.Generator().manual_seed(args.seed)
@@ -214,20 +223,23 @@ def main() -> None:
 
     def step(b: Batch) -> dict:
         laps = torch_reference.Laps()
-        train_step(model, optimiser, LEARNING_RATE, tables, b, laps)
+        train_step(model, optimiser, LEARNING_RATE, tables, b, laps, autocast)
         return laps.parts
 
     if args.check:
         fixed = batch()
         losses = [
-            train_step(model, optimiser, LEARNING_RATE, tables, fixed, torch_reference.Laps())
+            train_step(
+                model, optimiser, LEARNING_RATE, tables, fixed, torch_reference.Laps(), autocast
+            )
             for _ in range(args.steps)
         ]
         print(json.dumps(torch_reference.check_losses(losses)))
         return
     batches = [batch() for _ in range(args.warmup + args.steps)]
     times, parts = torch_reference.time_steps(step, batches, args.warmup)
-    print(json.dumps(torch_reference.result(times, parts_ms=torch_reference.median_parts(parts))))
+    parts_ms = torch_reference.median_parts(parts)
+    print(json.dumps(torch_reference.result(times, parts_ms=parts_ms, autocast=args.autocast)))
 
 
 if __name__ == "__main__":

@@ -116,16 +116,32 @@ def build(config_file: str, annotations: Path | None, overrides: dict | None = N
         run.objective, run.train_inputs, batch_size, steps_per_epoch, "device"
     )
     fn = jax.jit(
-        functools.partial(
-            loop.train_step,
-            model=run.model,
-            tx=tx,
-            objective=run.objective,
-            seed=config.seed,
+        scoped(
+            config,
+            functools.partial(
+                loop.train_step,
+                model=run.model,
+                tx=tx,
+                objective=run.objective,
+                seed=config.seed,
+            ),
         ),
         donate_argnums=0,
     )
     return Step(fn, state, tables, source, mesh, run, config)
+
+
+def scoped(config, fn: Callable) -> Callable:
+    """`fn` traced under `config.matmul_precision`, as `jaxsvr.train.loop` traces the step
+    (`jaxsvr.runtime.precision.scope`)."""
+    from jaxsvr.runtime import precision
+
+    @functools.wraps(fn)
+    def traced(*args, **kwargs):
+        with precision.scope(config.matmul_precision):
+            return fn(*args, **kwargs)
+
+    return traced
 
 
 def global_batches(step: Step, count: int) -> list:
@@ -212,15 +228,18 @@ def parts(step: Step, batches: list, extra: dict | None = None) -> dict:
     def forward(params, inputs, batch):
         return objective.loss(model, params, inputs, batch, rng)[0]
 
+    def jit(fn):
+        return jax.jit(scoped(step.config, fn))
+
     params, batch = step.state.params, batches[0]
-    inputs = jax.jit(gather)(batch)
+    inputs = jit(gather)(batch)
     calls = {
-        "gather": (jax.jit(gather), (batch,)),
-        "video": (jax.jit(video), (params, inputs)),
-        "text": (jax.jit(text), (params, inputs)),
+        "gather": (jit(gather), (batch,)),
+        "video": (jit(video), (params, inputs)),
+        "text": (jit(text), (params, inputs)),
     }
     for name, fn in (extra or {}).items():
-        calls[name] = (jax.jit(fn), (params, inputs))
+        calls[name] = (jit(fn), (params, inputs))
     if hasattr(objective, "fn"):  # a batch objective: its loss of the [B, B] scores alone
 
         def scores_loss(params, v, t, batch):
@@ -232,9 +251,9 @@ def parts(step: Step, batches: list, extra: dict | None = None) -> dict:
             )
 
         v, t = calls["video"][0](params, inputs), calls["text"][0](params, inputs)
-        calls["scores_loss"] = (jax.jit(scores_loss), (params, v, t, batch))
-    calls["forward"] = (jax.jit(forward), (params, inputs, batch))
-    calls["forward_backward"] = (jax.jit(jax.value_and_grad(forward)), (params, inputs, batch))
+        calls["scores_loss"] = (jit(scores_loss), (params, v, t, batch))
+    calls["forward"] = (jit(forward), (params, inputs, batch))
+    calls["forward_backward"] = (jit(jax.value_and_grad(forward)), (params, inputs, batch))
     ms = {name: _median_ms(fn, args, len(batches)) for name, (fn, args) in calls.items()}
     ms["step"] = statistics.median(run_steps(step, batches)[0]) * 1e3
     ms["backward"] = ms["forward_backward"] - ms["forward"]

@@ -31,7 +31,8 @@ jax.config.update("jax_disable_most_optimizations", True)
 # which trains ConTra and HGR: 73 -> 45 CPU seconds), and a program one of them shares
 # with an in-process test (a config trained both ways) is the same program, compiled once
 # for the session's cache below. On CPU, where they run, float32 products are float32
-# under any precision setting: their numbers stay as they were.
+# under any precision setting but "bfloat16" (jaxsvr's Dense layers then round their
+# inputs themselves): their numbers stay as they were.
 os.environ["JAX_DEFAULT_MATMUL_PRECISION"] = "highest"
 os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1"
 # XLA's CPU code generation by its older loop emitters instead of the fusion emitters:

@@ -34,7 +34,8 @@
 
 Every program of the main thread (init, step, evaluation) is traced under
 `config.matmul_precision` (`jaxsvr.runtime.precision`: JAX's own setting, TensorFloat-32 on recent
-GPUs; "highest" for float32 everywhere). The prefetch thread multiplies nothing.
+GPUs; "highest" for float32 everywhere; "bfloat16" for mixed precision, also on CPUs). The
+prefetch thread multiplies nothing.
 
 A non-finite loss, or a non-finite parameter or optimizer state after an update (the step
 computes one on-device flag, `checkpoint.all_finite`, as the loss is computed before the

@@ -1,0 +1,98 @@
+"""Each model's jitted train step at float32 and under `matmul_precision=bfloat16` (mixed
+precision: jaxsvr's Dense products on bfloat16 inputs, float32 sums; docs/training.md
+#precision), in alternating fresh processes on the same machine.
+
+  python benchmarks/precision_speed.py [--configs configs/epic_jpose.py ...] [--rounds 2]
+      [--precisions default bfloat16] [--annotations ../shared/data/epic100]
+      [--json out.json]
+
+Each round runs, for each config, one process per precision (`step_comparison.build`:
+the step as the trainer jits it, in a process set up as `python -m jaxsvr.main` sets up
+its own) and times its steps after compilation (`--steps` per config: the default fits
+each model's step length). Prints the CPU model, a markdown table of the median ms per
+step (min–max over the rounds), the speed-up of the last precision over the first, the
+last logged loss of each, and one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import step_comparison as harness  # beside this script
+
+from jaxsvr.runtime import cli, precision
+
+STEPS = {  # timed steps per process: tens of seconds each on 2 cores
+    "configs/epic_jpose.py": 20,
+    "configs/epic_mme.py": 20,
+    "configs/epic_hgr.py": 10,
+    "configs/epic_contra.py": 4,
+    "configs/epic_sms.py": 40,
+}
+
+
+def jax_child(args: argparse.Namespace) -> dict:
+    step = harness.build(
+        args.configs[0], harness.annotations_dir(args), {"matmul_precision": args.precisions[0]}
+    )
+    out, _ = harness.measure(step, args.steps, args.warmup)
+    return out
+
+
+def table(report: dict) -> str:
+    span = harness.span
+    names = report["precisions"]
+    rows = [
+        "| config | " + " | ".join(f"{p} ms/step" for p in names) + " | speed-up | loss |",
+        "|---" * (len(names) + 3) + "|",
+    ]
+    for config, runs in report["runs"].items():
+        ms = {p: [statistics.median(r["ms_per_step"]) for r in runs[p]] for p in names}
+        speedup = [a / b for a, b in zip(ms[names[0]], ms[names[-1]], strict=True)]
+        loss = " / ".join(f"{runs[p][-1]['loss']:.5f}" for p in names)
+        rows.append(
+            f"| {config} | "
+            + " | ".join(span(ms[p], "{:.1f}") for p in names)
+            + f" | {span(speedup, '{:.2f}')}× | {loss} |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    p = harness.parser(__doc__)
+    p.add_argument("--configs", nargs="+", default=list(STEPS))
+    p.add_argument(
+        "--precisions", nargs="+", choices=precision.PRECISIONS, default=["default", "bfloat16"]
+    )
+    p.add_argument("--rounds", type=cli.number(int, 1), default=2)
+    p.set_defaults(steps=None, warmup=2)
+    args = p.parse_args()
+    if args.child is not None:
+        harness.main(args, {"jax": jax_child})
+        return
+    sys.path.insert(0, str(harness.ROOT / "benchmarks"))
+    from evaluation_speed import cpu_model, emit  # beside this script
+
+    found = harness.annotations_dir(args)
+    report: dict = {"cpu": cpu_model(), "precisions": args.precisions, "runs": {}}
+    print(report["cpu"], file=sys.stderr)
+    for r in range(args.rounds):
+        for config in args.configs:
+            steps = args.steps or STEPS.get(config, 10)
+            for name in args.precisions:
+                child = ["--child", "jax", "--configs", config, "--precisions", name]
+                child += ["--steps", str(steps), "--warmup", str(args.warmup)]
+                if found is not None:
+                    child += ["--annotations", str(found)]
+                run = harness.run_child(__file__, child)
+                report["runs"].setdefault(config, {}).setdefault(name, []).append(run)
+                ms = statistics.median(run["ms_per_step"])
+                print(f"round {r + 1}: {config} {name} {ms:.1f} ms", file=sys.stderr)
+    header = f"{report['cpu']}; {args.rounds} rounds of alternating fresh processes (min–max)"
+    emit(report, table(report), header, args.json)
+
+
+if __name__ == "__main__":
+    main()
