@@ -6,12 +6,14 @@ precision: jaxsvr's Dense products on bfloat16 inputs, float32 sums; docs/traini
       [--precisions default bfloat16] [--annotations ../shared/data/epic100]
       [--json out.json]
 
-Each round runs, for each config, one process per precision (`step_comparison.build`:
-the step as the trainer jits it, in a process set up as `python -m jaxsvr.main` sets up
-its own) and times its steps after compilation (`--steps` per config: the default fits
-each model's step length). Prints the CPU model, a markdown table of the median ms per
-step (min–max over the rounds), the speed-up of the last precision over the first, the
-last logged loss of each, and one JSON object.
+"default" is JAX's own precision: float32 on a CPU (TensorFloat-32 on recent NVIDIA
+GPUs, where "bfloat16" keeps that meaning too). Each round runs, for each config, one
+process per precision (`step_comparison.build`: the step as the trainer jits it, in a
+process set up as `python -m jaxsvr.main` sets up its own) and times its steps after
+compilation (`--steps` per config: the default fits each model's step length). Prints
+the CPU model, a markdown table of the median ms per step (min–max over the rounds),
+the speed-up of the last precision over the first, the last logged loss of each, and
+one JSON object.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from pathlib import Path
 
 import step_comparison as harness  # beside this script
 
@@ -45,7 +48,11 @@ def table(report: dict) -> str:
     span = harness.span
     names = report["precisions"]
     rows = [
-        "| config | " + " | ".join(f"{p} ms/step" for p in names) + " | speed-up | loss |",
+        "| config | "
+        + " | ".join(f"{p} ms/step" for p in names)
+        + " | speed-up | last loss ("
+        + " / ".join(names)
+        + ") |",
         "|---" * (len(names) + 3) + "|",
     ]
     for config, runs in report["runs"].items():
@@ -61,13 +68,19 @@ def table(report: dict) -> str:
 
 
 def main() -> None:
-    p = harness.parser(__doc__)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", nargs="+", default=list(STEPS))
     p.add_argument(
         "--precisions", nargs="+", choices=precision.PRECISIONS, default=["default", "bfloat16"]
     )
     p.add_argument("--rounds", type=cli.number(int, 1), default=2)
-    p.set_defaults(steps=None, warmup=2)
+    p.add_argument(
+        "--steps", type=cli.number(int, 1), help="timed steps per process (default: per config)"
+    )
+    p.add_argument("--warmup", type=cli.number(int, 0), default=2)
+    p.add_argument("--annotations", type=Path, default=harness.DEFAULT_EPIC)
+    p.add_argument("--json", type=Path, help="also write the JSON report here")
+    p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
         harness.main(args, {"jax": jax_child})

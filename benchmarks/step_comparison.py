@@ -136,7 +136,7 @@ def scoped(config, fn: Callable) -> Callable:
     (`jaxsvr.runtime.precision.scope`)."""
     from jaxsvr.runtime import precision
 
-    @functools.wraps(fn)
+    @functools.wraps(fn)  # a partial too: jit reads its signature through __wrapped__
     def traced(*args, **kwargs):
         with precision.scope(config.matmul_precision):
             return fn(*args, **kwargs)
@@ -228,18 +228,18 @@ def parts(step: Step, batches: list, extra: dict | None = None) -> dict:
     def forward(params, inputs, batch):
         return objective.loss(model, params, inputs, batch, rng)[0]
 
-    def jit(fn):
+    def scoped_jit(fn):
         return jax.jit(scoped(step.config, fn))
 
     params, batch = step.state.params, batches[0]
-    inputs = jit(gather)(batch)
+    inputs = scoped_jit(gather)(batch)
     calls = {
-        "gather": (jit(gather), (batch,)),
-        "video": (jit(video), (params, inputs)),
-        "text": (jit(text), (params, inputs)),
+        "gather": (scoped_jit(gather), (batch,)),
+        "video": (scoped_jit(video), (params, inputs)),
+        "text": (scoped_jit(text), (params, inputs)),
     }
     for name, fn in (extra or {}).items():
-        calls[name] = (jit(fn), (params, inputs))
+        calls[name] = (scoped_jit(fn), (params, inputs))
     if hasattr(objective, "fn"):  # a batch objective: its loss of the [B, B] scores alone
 
         def scores_loss(params, v, t, batch):
@@ -251,9 +251,12 @@ def parts(step: Step, batches: list, extra: dict | None = None) -> dict:
             )
 
         v, t = calls["video"][0](params, inputs), calls["text"][0](params, inputs)
-        calls["scores_loss"] = (jit(scores_loss), (params, v, t, batch))
-    calls["forward"] = (jit(forward), (params, inputs, batch))
-    calls["forward_backward"] = (jit(jax.value_and_grad(forward)), (params, inputs, batch))
+        calls["scores_loss"] = (scoped_jit(scores_loss), (params, v, t, batch))
+    calls["forward"] = (scoped_jit(forward), (params, inputs, batch))
+    calls["forward_backward"] = (
+        scoped_jit(jax.value_and_grad(forward)),
+        (params, inputs, batch),
+    )
     ms = {name: _median_ms(fn, args, len(batches)) for name, (fn, args) in calls.items()}
     ms["step"] = statistics.median(run_steps(step, batches)[0]) * 1e3
     ms["backward"] = ms["forward_backward"] - ms["forward"]

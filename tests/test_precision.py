@@ -13,7 +13,7 @@ from jaxsvr.runtime import precision
 from jaxsvr.train import checks, loop
 
 
-@pytest.mark.parametrize("name", ["default", "highest", "high", "tensorfloat32"])
+@pytest.mark.parametrize("name", ["default", "highest", "high", "tensorfloat32", "bfloat16"])
 def test_scope_sets_the_jax_default_and_restores_it(name):
     before = jax.config.jax_default_matmul_precision
     with precision.scope(name):

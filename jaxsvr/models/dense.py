@@ -16,19 +16,19 @@ ConTra ~5% of its step (its clip projection, encoder layers and sentence model a
 [n, W, ...] inputs), HGR ~9% (the GRU's input projection and the role graph's layers over
 [n, L, ...]); models whose layers see [n, d] inputs compile to the same program.
 
-Under `config.matmul_precision = "bfloat16"` (JAX's default matmul precision
-"bfloat16" where the product is traced, `jaxsvr.runtime.precision.scope`) a float32
-Dense product rounds its inputs to bfloat16 and sums in float32 (`bfloat16_product`):
-what TPUs' one-pass and GPUs' bfloat16 products compute, and what PyTorch's bfloat16
-autocast computes for a Linear layer. XLA's CPU back-end ignores the precision of a
-float32 product (it computes float32 whatever is asked), so without the explicit
-rounding the setting did nothing on a CPU. The gradients round the cotangent to
-bfloat16 too and sum in float32. On a single CPU device each of the three products is a
-row-major [n, k] x [k, m] product of bfloat16 operands, the one form YNNPACK's bfloat16
-kernels take: the weight gradient multiplies a row-major transposed copy of the input
-rows, the input gradient one of the weight (`row_major_copies`). Such a product runs at
-280–360 GFLOP/s on the 2-core EPYC (Zen 4) against 170 in float32: the ConTra step
-takes 1.2 s instead of 2.1, JPoSE's 94 ms instead of 163
+On a CPU, under `config.matmul_precision = "bfloat16"` (JAX's default matmul precision
+"bfloat16" where the product is traced, `jaxsvr.runtime.precision.scope`), a float32
+Dense product rounds its inputs to bfloat16 and sums in float32 (`bfloat16_product`),
+the mixed precision of TPUs' one-pass products. XLA's CPU back-end ignores the precision
+of a float32 product (it computes float32 whatever is asked), so without the explicit
+rounding the setting did nothing on a CPU; on GPUs and TPUs XLA's own meaning of it
+stands (`rounds_to_bfloat16`). The gradients round the cotangent to bfloat16 too and sum
+in float32. On a single CPU device each of the three products is a row-major
+[n, k] x [k, m] product of bfloat16 operands, the one form YNNPACK's bfloat16 kernels
+take: the weight gradient multiplies a row-major transposed copy of the input rows, the
+input gradient one of the weight (`row_major_copies`). Such a product runs at 280–360
+GFLOP/s on the 2-core EPYC (Zen 4) against 170 in float32: the ConTra step takes 1.2 s
+instead of 2.1, JPoSE's 94 ms instead of 163
 (docs/benchmarks.md#mixed-precision-on-the-cpu). Parameters, optimiser state,
 activations and losses stay float32.
 
@@ -50,25 +50,29 @@ BFLOAT16 = "bfloat16"  # the matmul precision under which Dense products round t
 
 
 def rounds_to_bfloat16(precision, *operands) -> bool:
-    """Whether a product traced here rounds its float32 inputs to bfloat16: no precision
-    of its own, JAX's default matmul precision "bfloat16", float32 operands."""
+    """Whether a product traced here rounds its float32 inputs to bfloat16: on a CPU
+    back-end (the default one), no precision of its own, JAX's default matmul precision
+    "bfloat16" (by that name: the equivalent "BF16_BF16_F32" is left to XLA), float32
+    operands. Elsewhere XLA gives "bfloat16" its own meaning (JAX maps it to DEFAULT:
+    TensorFloat-32 on recent NVIDIA GPUs, one bfloat16 pass on TPUs)."""
     return (
         precision is None
         and jax.config.jax_default_matmul_precision == BFLOAT16
         and all(x.dtype == jnp.float32 for x in operands)
+        and jax.default_backend() == "cpu"
     )
 
 
 def row_major_copies() -> bool:
-    """Whether `bfloat16_product`'s gradients multiply row-major transposed copies: on a
-    single CPU device. XLA's CPU back-end keeps a transpose as a column-major view, which
-    YNNPACK's bfloat16 product does not take (XLA then runs that product in float32), or
-    folds it into the product as a transposed operand, which fails at run time when XLA
-    had already given the product to YNNPACK. The copy (a flattening behind a barrier,
-    which nothing folds away) would split a sharded batch across devices, so with several
-    devices the transposes stay views; other backends take transposed operands as they
-    are."""
-    return jax.default_backend() == "cpu" and jax.device_count() == 1
+    """Whether `bfloat16_product`'s gradients multiply row-major transposed copies: with
+    a single device (of the default back-end, a CPU where products round to bfloat16).
+    XLA's CPU back-end keeps a transpose as a column-major view, which YNNPACK's bfloat16
+    product does not take (XLA then runs that product in float32 on the rounded numbers),
+    or folds it into the product as a transposed operand, which fails at run time when
+    XLA had already given the product to YNNPACK. The copy (a flattening behind a
+    barrier, which nothing folds away) would split a sharded batch across devices, so
+    with several devices, here or in other processes, the transposes stay views."""
+    return jax.device_count() == 1
 
 
 def _t(x: jax.Array, copy: bool) -> jax.Array:
@@ -86,15 +90,19 @@ def _product(a: jax.Array, b: jax.Array) -> jax.Array:
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def bfloat16_product(lhs: jax.Array, rhs: jax.Array, copies: bool = False) -> jax.Array:
-    """`lhs @ rhs` ([n, k] x [k, m], float32) of the operands rounded to bfloat16, summed
-    in float32; its gradients round the cotangent to bfloat16 as well, and multiply
-    row-major transposed copies if `copies` (`row_major_copies()`)."""
+    """`lhs @ rhs` ([n, k] x [k, m], both float32) of the operands rounded to bfloat16,
+    summed in float32; its gradients round the cotangent to bfloat16 as well, and multiply
+    row-major transposed copies if `copies` (`row_major_copies()`). A custom VJP: reverse
+    mode only (`jax.jvp`, `jax.jacfwd` and `jax.hessian` of a Dense layer under the
+    "bfloat16" precision raise JAX's TypeError)."""
+    if not lhs.dtype == rhs.dtype == jnp.float32:
+        raise TypeError(f"bfloat16_product takes float32 operands, not {lhs.dtype}, {rhs.dtype}")
     return _product(lhs.astype(jnp.bfloat16), rhs.astype(jnp.bfloat16))
 
 
 def _bfloat16_forward(lhs, rhs, copies):
     a, b = lhs.astype(jnp.bfloat16), rhs.astype(jnp.bfloat16)
-    return _product(a, b), (a, b)
+    return bfloat16_product(lhs, rhs, copies), (a, b)
 
 
 def _bfloat16_backward(copies, residuals, g):

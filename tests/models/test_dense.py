@@ -6,7 +6,6 @@ cotangent) to bfloat16 and sum in float32, against NumPy on the rounded numbers.
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -77,15 +76,19 @@ def test_attention_with_flat_products_matches_flax():
 
 def bf16(x) -> np.ndarray:
     """x rounded to bfloat16 (nearest even), as float64."""
-    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    return np.asarray(x, np.float32).astype(jnp.bfloat16).astype(np.float64)
 
 
-DENSE_CASES = CASES[:6] + [  # the Dense forms (the last two keep lax.dot_general), and
-    ((16, 3, 24), (24, 40), DENSE),  # sizes the CPU gives YNNPACK's bfloat16 kernels
+DENSE_CASES = CASES[:6] + [  # CASES' Dense forms (not its last two), and sizes the CPU
+    ((16, 3, 24), (24, 40), DENSE),  # gives YNNPACK's bfloat16 kernels
     ((32, 64), (64, 48), (((1,), (0,)), ((), ()))),
 ]
+ON_CPU = pytest.mark.skipif(
+    jax.default_backend() != "cpu", reason='"bfloat16" keeps XLA\'s own meaning off CPUs'
+)
 
 
+@ON_CPU
 @pytest.mark.parametrize("devices", [1, 8])
 @pytest.mark.parametrize("lhs_shape, rhs_shape, dims", DENSE_CASES)
 def test_bfloat16_products_and_gradients_against_numpy(
@@ -109,6 +112,8 @@ def test_bfloat16_products_and_gradients_against_numpy(
 
     with jax.default_matmul_precision("bfloat16"):
         out, d_lhs, d_rhs = jax.jit(vjp)(lhs, rhs, ct)
+        program = jax.jit(vjp).lower(lhs, rhs, ct).as_text()
+    assert ("optimization_barrier" in program) == (devices == 1)  # the copies, or views
     k = int(np.prod(rhs_shape[:c]))
     m = int(np.prod(rhs_shape[c:]))
     a, b, g = bf16(lhs).reshape(-1, k), bf16(rhs).reshape(k, m), bf16(ct).reshape(-1, m)
@@ -125,13 +130,14 @@ def test_which_products_round_to_bfloat16():
     f32, b16 = jnp.ones(2, jnp.float32), jnp.ones(2, jnp.bfloat16)
     assert not rounds_to_bfloat16(None, f32, f32)  # the tests pin "highest"
     with jax.default_matmul_precision("bfloat16"):
-        assert rounds_to_bfloat16(None, f32, f32)
+        assert rounds_to_bfloat16(None, f32, f32) == (jax.default_backend() == "cpu")
         assert not rounds_to_bfloat16(jax.lax.Precision.HIGHEST, f32, f32)  # its own
         assert not rounds_to_bfloat16(None, f32, b16)  # not float32: as the caller made it
     with jax.default_matmul_precision("tensorfloat32"):
         assert not rounds_to_bfloat16(None, f32, f32)
 
 
+@ON_CPU
 def test_bfloat16_heads_and_attention_stay_near_float32():
     """Whole layers under the setting: the SMS heads' embeddings and their gradients, and
     attention with the flat projections, within bfloat16's rounding of float32."""
