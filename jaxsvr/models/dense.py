@@ -88,6 +88,12 @@ def _product(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.matmul(a, b, preferred_element_type=jnp.float32)
 
 
+def _rounded(lhs: jax.Array, rhs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    if not lhs.dtype == rhs.dtype == jnp.float32:
+        raise TypeError(f"bfloat16_product takes float32 operands, not {lhs.dtype}, {rhs.dtype}")
+    return lhs.astype(jnp.bfloat16), rhs.astype(jnp.bfloat16)
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def bfloat16_product(lhs: jax.Array, rhs: jax.Array, copies: bool = False) -> jax.Array:
     """`lhs @ rhs` ([n, k] x [k, m], both float32) of the operands rounded to bfloat16,
@@ -95,14 +101,12 @@ def bfloat16_product(lhs: jax.Array, rhs: jax.Array, copies: bool = False) -> ja
     row-major transposed copies if `copies` (`row_major_copies()`). A custom VJP: reverse
     mode only (`jax.jvp`, `jax.jacfwd` and `jax.hessian` of a Dense layer under the
     "bfloat16" precision raise JAX's TypeError)."""
-    if not lhs.dtype == rhs.dtype == jnp.float32:
-        raise TypeError(f"bfloat16_product takes float32 operands, not {lhs.dtype}, {rhs.dtype}")
-    return _product(lhs.astype(jnp.bfloat16), rhs.astype(jnp.bfloat16))
+    return _product(*_rounded(lhs, rhs))
 
 
 def _bfloat16_forward(lhs, rhs, copies):
-    a, b = lhs.astype(jnp.bfloat16), rhs.astype(jnp.bfloat16)
-    return bfloat16_product(lhs, rhs, copies), (a, b)
+    a, b = _rounded(lhs, rhs)
+    return _product(a, b), (a, b)
 
 
 def _bfloat16_backward(copies, residuals, g):
