@@ -136,12 +136,7 @@ def scoped(config, fn: Callable) -> Callable:
     (`jaxsvr.runtime.precision.scope`)."""
     from jaxsvr.runtime import precision
 
-    @functools.wraps(fn)  # a partial too: jit reads its signature through __wrapped__
-    def traced(*args, **kwargs):
-        with precision.scope(config.matmul_precision):
-            return fn(*args, **kwargs)
-
-    return traced
+    return precision.traced_under(config.matmul_precision, fn)
 
 
 def global_batches(step: Step, count: int) -> list:

@@ -9,6 +9,8 @@ from train_runs import config, train_losses
 
 from jaxsvr import configs
 from jaxsvr.errors import InputError
+from jaxsvr.runs import gallery
+from jaxsvr.runs.trained_run import TrainedRun
 from jaxsvr.runtime import precision
 from jaxsvr.train import checks, loop
 
@@ -44,14 +46,32 @@ def test_bfloat16_trains_near_float32_and_differs(tmp_path):
     bfloat16, `jaxsvr.models.dense`; the rest stays float32) against the same run at
     "highest": every logged loss within 0.5% of it (they differ by about 0.01%), and not
     equal (the setting took effect on a CPU, where XLA alone computes float32 whatever
-    precision a float32 product asks for)."""
-
+    precision a float32 product asks for). The tools that re-embed a run (submit, rescore,
+    retrieve: `jaxsvr.runs.gallery`) compute as it did, under its config's precision."""
     runs = {}
     for name in ("highest", "bfloat16"):
-        c = config(train__max_steps=20, train__log_every_steps=5, matmul_precision=name)
+        c = config(
+            train__max_steps=20,
+            train__log_every_steps=5,
+            matmul_precision=name,
+            eval__export_similarity=True,
+        )
         loop.train_and_evaluate(c, tmp_path / name)
         runs[name] = train_losses(tmp_path / name)
     assert sorted(runs["bfloat16"]) == sorted(runs["highest"]) == [5, 10, 15, 20]
     got, want = (np.array([runs[n][s] for s in (5, 10, 15, 20)]) for n in ("bfloat16", "highest"))
     np.testing.assert_allclose(got, want, rtol=5e-3)
     assert not np.array_equal(got, want)
+
+    work = tmp_path / "bfloat16"
+    exported = np.load(work / "test_similarity.npy")
+    run = TrainedRun.load(work, "latest")
+    np.testing.assert_array_equal(gallery.test_similarity(run)[0], exported)
+    at_float32 = gallery.test_evaluator(run, *gallery.rebuild(run)).similarity(run.params)
+    assert not np.array_equal(at_float32, exported)  # the tests' "highest" differs
+    searcher = gallery.Retriever(run, gallery.Gallery.of(run))
+    sentence = searcher.gallery.sentences["narration"][0]
+    hits, _ = searcher.clips(sentence, top=len(exported))
+    scores = np.empty(len(exported), np.float32)
+    scores[[h.row for h in hits]] = [h.score for h in hits]
+    np.testing.assert_allclose(scores, exported[:, 0], rtol=1e-5, atol=1e-6)

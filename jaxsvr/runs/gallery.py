@@ -22,6 +22,10 @@ once it agrees with its manifest (members, shapes, dtypes, finite floats) and wi
 clips and sentences it lists (typed columns of one length, one array row per clip or
 sentence); a damaged one is rebuilt with one warning naming it and what is wrong.
 
+Every program here is traced under the run's `matmul_precision` (from its config.json),
+as the trainer traced its evaluation: a run trained under "bfloat16" is re-embedded,
+submitted and searched as it was scored.
+
 `Retriever(run, gallery)`: `clips(query, top)` ranks the test clips for a free-text query
 (tokenised as training tokenised captions: `jaxsvr.inputs.queries`), `sentences(narration_id,
 top)` ranks the test sentences for a test clip. Scores are the model's `action`
@@ -47,7 +51,7 @@ from jaxsvr.inputs import queries
 from jaxsvr.inputs.model_inputs import ModelInputs
 from jaxsvr.models import param_trees
 from jaxsvr.runs.trained_run import TrainedRun
-from jaxsvr.runtime import parallel
+from jaxsvr.runtime import parallel, precision
 
 CACHE = "retrieval"
 
@@ -99,11 +103,14 @@ class Gallery:
             "narration_id": [test.clips.narration_id[r] for r in rows],
             "narration": [_sentence(splits, i) for i in range(len(rows))],
         }
+        with precision.scope(precision.of_run(run.config)):  # as the run embedded
+            video = evaluator.video_embeddings(run.params)
+            text = evaluator.text_embeddings(run.params)
         return cls(
             clips,
             sentences,
-            evaluator.video_embeddings(run.params),
-            evaluator.text_embeddings(run.params),
+            video,
+            text,
             {"video_dim": splits.video_dim, **splits.dims},
             queries.pos_vocabulary(splits.train.text, splits.vocab),
         )
@@ -234,7 +241,8 @@ def test_similarity(run: TrainedRun):
     """The run's test similarity [clips, sentences] float32 (its checkpoint on its own test
     split, rebuilt from config.json, as its evaluation scores it), and those splits."""
     splits, model = rebuild(run)
-    return test_evaluator(run, splits, model).similarity(run.params), splits
+    with precision.scope(precision.of_run(run.config)):  # as the run's evaluation traced it
+        return test_evaluator(run, splits, model).similarity(run.params), splits
 
 
 def test_evaluator(run: TrainedRun, splits, model):
@@ -287,8 +295,9 @@ class Retriever:
                 return video @ text.T
             return model.apply(params, video, text, method=model.similarity)["action"]
 
-        self._embed_text = jax.jit(embed_text)
-        self._score = jax.jit(score)
+        name = precision.of_run(config)  # the run's matmul precision
+        self._embed_text = jax.jit(precision.traced_under(name, embed_text))
+        self._score = jax.jit(precision.traced_under(name, score))
         self._embed_video = None
 
     def encode(self, query: str) -> queries.Query:

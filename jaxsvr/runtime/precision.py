@@ -25,6 +25,8 @@ docs/benchmarks.md#training-speed).
 """
 
 import contextlib
+import functools
+from collections.abc import Callable
 
 import jax
 
@@ -39,3 +41,21 @@ def scope(name: str):
     if name == "default":
         return contextlib.nullcontext()
     return jax.default_matmul_precision(name)
+
+
+def of_run(config) -> str:
+    """The precision a run's programs were traced under: its `matmul_precision`, or
+    "default" for a config.json written before the key existed."""
+    return config.get("matmul_precision", "default")
+
+
+def traced_under(name: str, fn: Callable) -> Callable:
+    """`fn`, called (and so traced, when `jax.jit` wraps it) under `scope(name)`: a
+    program of a trained run, re-traced elsewhere, computes as the run's did."""
+
+    @functools.wraps(fn)  # a partial too: jit reads its signature through __wrapped__
+    def traced(*args, **kwargs):
+        with scope(name):
+            return fn(*args, **kwargs)
+
+    return traced
