@@ -30,6 +30,7 @@ ranked above it (the evaluation's tie rule).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import jax
@@ -40,6 +41,7 @@ from jaxsvr.inputs.windows import context_windows
 from jaxsvr.nlp import words as words_lib
 from jaxsvr.relevance.analysis import pyplot
 from jaxsvr.runs.gallery import Gallery, TrainedRun, rebuild
+from jaxsvr.runtime import precision
 from jaxsvr.sampling.neighbours import Neighbours
 
 DIRECTIONS = ("t2v", "v2t")
@@ -76,6 +78,7 @@ def window_attention(run: TrainedRun, chunk: int = 256) -> WindowAttention:
     video, _, windows = test_inputs(model, splits.test)
 
     @jax.jit
+    @functools.partial(precision.traced_under, precision.of_run(run.config))  # as it ran
     def weights(batch):
         _, state = model.apply(run.params, batch, method="embed_video", mutable=["intermediates"])
         layers = state["intermediates"]["video_context"]

@@ -30,7 +30,7 @@ from jaxsvr.losses import mining
 from jaxsvr.objectives.base import embed
 from jaxsvr.objectives.batch import BatchObjective
 from jaxsvr.relevance.analysis import pyplot
-from jaxsvr.runtime import parallel
+from jaxsvr.runtime import parallel, precision
 from jaxsvr.train import batches, checks, loop, optim, pipeline
 
 
@@ -66,6 +66,7 @@ def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1)
     level = 0  # the first weighted level, as in the loss's batch["rel"][:, i, :]
 
     @jax.jit
+    @functools.partial(precision.traced_under, config.matmul_precision)  # as the trainer
     def picked(state, tables, batch, tau):
         rng = jax.random.fold_in(jax.random.key(config.seed), state.step)  # the step's keys
         inputs = gather_device(tables, objective.gathers, batch)
@@ -75,8 +76,11 @@ def mined_negative_relevance(config: ml_collections.ConfigDict, epochs: int = 1)
         return mining.hardest_negative_relevance(sim, batch["rel"][:, level, :], tau)
 
     step_program = jax.jit(
-        functools.partial(
-            loop.train_step, model=model, tx=tx, objective=objective, seed=config.seed
+        precision.traced_under(
+            config.matmul_precision,
+            functools.partial(
+                loop.train_step, model=model, tx=tx, objective=objective, seed=config.seed
+            ),
         )
     )
     out = []
