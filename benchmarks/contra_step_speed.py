@@ -4,6 +4,7 @@ step timed.
 
   python benchmarks/contra_step_speed.py [--torch-python PY] [--repeats 3] [--steps 5]
       [--warmup 2] [--annotations ../shared/data/epic100] [--json out.json]
+      [--matmul-precision bfloat16]
 
 Published sizes (adrianofragomeni/ConTra: the README's EPIC-KITCHENS-100 clip-context
 command and `src/utils/utils.py`'s defaults): batch 512, clip context m = 4 (windows of 9
@@ -47,7 +48,7 @@ def jax_child(args: argparse.Namespace) -> dict:
     import jax
     import numpy as np
 
-    step = harness.build(CONFIG, harness.annotations_dir(args))
+    step = harness.build(CONFIG, harness.annotations_dir(args), harness.overrides(args))
     out, batches = harness.measure(step, args.steps, args.warmup)
     model = step.run.model
     out.update(

@@ -3,6 +3,7 @@ step pattern, measured back to back in one run, with the parts of each step time
 
   python benchmarks/hgr_step_speed.py [--torch-python PY] [--repeats 3] [--steps 10]
       [--annotations ../shared/data/epic100] [--json out.json]
+      [--matmul-precision bfloat16]
 
 Published sizes (the RANP code's EPIC-100 HGR config, aranciokov/ranp): batch 64, 3072-d
 segment features, 1024-d embeddings and BiGRU, 300-d words, 4 verb and 6 noun nodes, one
@@ -59,7 +60,7 @@ def caption_stats(tables: dict, num_verbs: int) -> dict:
 
 
 def jax_child(args: argparse.Namespace) -> dict:
-    step = harness.build(CONFIG, harness.annotations_dir(args))
+    step = harness.build(CONFIG, harness.annotations_dir(args), harness.overrides(args))
     out, batches = harness.measure(step, args.steps, args.warmup)
     video_shape = step.tables["inputs"]["video"].shape
     out.update(

@@ -3,6 +3,7 @@ PyTorch step pattern, measured back to back in one run, with a profile of the JA
 
   python benchmarks/jpose_step_speed.py [--torch-python PY] [--repeats 3] [--steps 10]
       [--annotations ../shared/data/epic100] [--json out.json]
+      [--matmul-precision bfloat16]
 
 Published batch: 64 anchors x 10 triplets x 3 levels (verb, noun, action), 3072-d clip
 features (the EPIC-100 train split with synthetic features when ../shared/data/epic100
@@ -18,7 +19,8 @@ is there, else the built-in data), SGD with momentum.
   interpreter with torch (`pip install -e ".[torch-reference]"`, or a separate venv).
 - `floor`: XLA's own float32 matrix product at the step's dense shape ([1280, 3072] x
   [3072, 256] and its kernel gradient): the rate the dense layers over the 3072-d video
-  rows cannot beat; the step's video dense FLOPs at that rate are its floor.
+  rows cannot beat; the step's video dense FLOPs at that rate are its floor (in float32:
+  under `--matmul-precision bfloat16` the step can go below it).
 - `profile` (once): a JAX profiler trace of a few steps, each XLA op's time summed into
   matrix products, gathers and the rest (elementwise, reductions, pads).
 
@@ -39,7 +41,7 @@ CONFIG = "configs/epic_jpose.py"
 
 
 def jax_child(args: argparse.Namespace) -> dict:
-    step = harness.build(CONFIG, harness.annotations_dir(args))
+    step = harness.build(CONFIG, harness.annotations_dir(args), harness.overrides(args))
     out, batches = harness.measure(step, args.steps, args.warmup)
     if args.profile:
         out["profile"] = harness.profile(step, batches)
@@ -89,6 +91,7 @@ def table(report: dict) -> str:
     # half the video dense FLOPs are forward products, half kernel gradients
     floor_ms = sum(video_dense_gflop() / 2 / rate for rate in floor.values()) * 1e3
     floor_rate = video_dense_gflop() / floor_ms * 1e3
+    floor_name = "its float32 floor" if report.get("matmul_precision") else "its floor"
     rows = [
         "| JPoSE step, published batch (2 threads) | ms/step | GFLOP/step | GFLOP/s |",
         "|---|---|---|---|",
@@ -97,13 +100,13 @@ def table(report: dict) -> str:
         f"| public PyTorch pattern (torch {report['torch'][0]['version']}) | "
         f"{span(torch_ms)} | {report['torch'][0]['gflop_per_step']:.1f} | "
         f"{span([r['gflop_per_step'] / r['median_ms'] * 1e3 for r in report['torch']])} |",
-        f"| floor: video dense layers at XLA's best matmul rates (forward "
+        f"| floor: video dense layers at XLA's best float32 matmul rates (forward "
         f"{floor['forward']:.0f}, kernel gradient {floor['kernel_gradient']:.0f} GFLOP/s) | "
         f"{floor_ms:.0f} | {video_dense_gflop():.1f} | {floor_rate:.0f} |",
         "",
         f"Speed-up over the PyTorch pattern: {span(report['speedup'], '{:.2f}')}× (per "
         f"repetition); jaxsvr's step is {span([t / floor_ms for t in jax_times], '{:.2f}')}× "
-        "its floor.",
+        f"{floor_name}.",
     ]
     return "\n".join(rows + harness.profile_rows(report))
 

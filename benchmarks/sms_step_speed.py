@@ -43,16 +43,16 @@ import time
 
 import step_comparison as harness  # beside this script
 
-from jaxsvr.runtime import cli, precision
+from jaxsvr.runtime import cli
 
 CONFIG = "configs/epic_sms.py"
 JAX_PARTS = ("gather", "video", "text", "scores_loss", "forward", "backward", "optimiser")
 
 
 def jax_child(args: argparse.Namespace) -> dict:
-    overrides = {} if args.batch is None else {"train.batch_size": args.batch}
-    if args.matmul_precision is not None:
-        overrides["matmul_precision"] = args.matmul_precision
+    overrides = harness.overrides(args)
+    if args.batch is not None:
+        overrides["train.batch_size"] = args.batch
     step = harness.build(CONFIG, harness.annotations_dir(args), overrides)
     out, batches = harness.measure(step, args.steps, args.warmup)
     host = []
@@ -118,11 +118,6 @@ def main() -> None:
     p.set_defaults(steps=20)  # tens of ms per step
     p.add_argument("--batch", type=cli.number(int, 2), help="default: the config's (128)")
     p.add_argument(
-        "--matmul-precision",
-        choices=precision.PRECISIONS,
-        help="jaxsvr's config.matmul_precision (default: the config's)",
-    )
-    p.add_argument(
         "--torch-autocast",
         choices=("off", "bf16"),
         default="off",
@@ -130,8 +125,6 @@ def main() -> None:
     )
     args = p.parse_args()
     jax_args = () if args.batch is None else ("--batch", str(args.batch))
-    if args.matmul_precision is not None:
-        jax_args += ("--matmul-precision", args.matmul_precision)
     harness.main(
         args,
         {"jax": jax_child},

@@ -7,7 +7,9 @@ A comparison script keeps what is its own (its config, the numbers its JAX child
 the PyTorch script's arguments, its table) and hands the rest to this module:
 
 - `parser(doc)`: the common command line (`--annotations`, `--torch-python`, `--repeats`,
-  `--steps`, `--warmup`, `--json`, and the hidden `--child`, `--parts`, `--profile`);
+  `--steps`, `--warmup`, `--json`, `--matmul-precision`: jaxsvr's
+  `config.matmul_precision`, e.g. bfloat16 for its mixed precision, which the JAX child
+  gets through `overrides(args)`; and the hidden `--child`, `--parts`, `--profile`);
 - `build(config)`: the config's train step jitted as the trainer jits it (device-resident
   features, the step gathers rows, the state donated) in a process set up as
   `python -m jaxsvr.main` sets up its own (threefry unrolled on the CPU; the JAX child
@@ -44,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jaxsvr.runtime import cli, process_tuning
+from jaxsvr.runtime import cli, precision, process_tuning
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EPIC = ROOT.parent / "shared" / "data" / "epic100"
@@ -76,10 +78,22 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=cli.number(int, 1), default=10, help="timed steps per process")
     p.add_argument("--warmup", type=cli.number(int, 0), default=3)
     p.add_argument("--json", type=Path, help="also write the JSON report here")
+    p.add_argument(
+        "--matmul-precision",
+        choices=precision.PRECISIONS,
+        help="jaxsvr's config.matmul_precision (default: the config's)",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--parts", action="store_true", help=argparse.SUPPRESS)  # `parts`
     p.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)  # `profile`
     return p
+
+
+def overrides(args: argparse.Namespace) -> dict:
+    """The config keys the common options set (`--matmul-precision`), for `build`."""
+    if args.matmul_precision is None:
+        return {}
+    return {"matmul_precision": args.matmul_precision}
 
 
 def annotations_dir(args: argparse.Namespace) -> Path | None:
@@ -356,10 +370,13 @@ def compare(
 
     found = annotations_dir(args)
     report: dict = {"cpu": cpu_model(), "annotations": str(found), "jax": [], "torch": []}
+    report["matmul_precision"] = args.matmul_precision  # None: the config's
     print(report["cpu"], file=sys.stderr)
     for key, child in (once or {}).items():
         report[key] = run_child(script, child)
     common = ["--steps", str(args.steps), "--warmup", str(args.warmup), *jax_args]
+    if args.matmul_precision is not None:
+        common += ["--matmul-precision", args.matmul_precision]
     if found is not None:
         common += ["--annotations", str(found)]
     for rep in range(args.repeats):
@@ -378,6 +395,8 @@ def compare(
         t["median_ms"] / j for j, t in zip(jax_ms(report), report["torch"], strict=True)
     ]
     header = f"{report['cpu']}; {args.repeats} fresh processes per framework (min–max)"
+    if args.matmul_precision is not None:
+        header += f"; jaxsvr's matmul_precision {args.matmul_precision}"
     emit(report, table(report), header, args.json)
 
 
