@@ -10,7 +10,6 @@ retrains steps 26-28 into the same final metrics.
 """
 
 import asyncio
-import functools
 import gc
 import logging
 import re
@@ -23,7 +22,6 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import orbax.checkpoint as ocp
 import pytest
 from train_runs import ROOT, config, cpu_env, final, main_command, run_main, train_losses
@@ -279,54 +277,6 @@ def test_all_finite_as_a_users_step_compiles_it():
                     assert not bool(check({"w": jnp.asarray(x), "b": jnp.ones(33)}))
     finally:
         jax.config.update("jax_disable_most_optimizations", previous)
-
-
-def test_gradient_norm():
-    rng = np.random.default_rng(0)
-    tree = {
-        "kernel": rng.standard_normal((300, 257)).astype(np.float32),
-        "bias": rng.standard_normal(257).astype(np.float32) * 1e-3,
-        "scalar": np.float32(-2.5),
-    }
-    want = np.sqrt(sum(np.sum(np.float64(x) ** 2) for x in tree.values()))
-    got = jax.jit(loop.gradient_norm)(jax.tree.map(jnp.asarray, tree))
-    assert got.dtype == jnp.float32 and float(got) == pytest.approx(want, rel=1e-6)
-    zeros = jax.tree.map(lambda x: jnp.zeros(np.shape(x)), tree)
-    assert float(jax.jit(loop.gradient_norm)(zeros)) == 0.0  # exactly: the warning's test
-    assert float(loop.gradient_norm({})) == 0.0
-    for bad in (np.nan, np.inf):
-        assert not np.isfinite(float(loop.gradient_norm({**tree, "bias": np.full(3, bad)})))
-
-
-def test_gradient_norm_reads_each_gradient_once():
-    # Adam squares each gradient too; optimized as a user's step is (tests/conftest.py turns
-    # optimizations off), optax's norm shares that square, which then becomes an array of
-    # its own on the CPU: the step writes one [600, 512] array more (mu, g * g, nu, params)
-    def step(norm, params, grads, state):
-        updates, state = tx.update(grads, state, params)
-        return optax.apply_updates(params, updates), state, norm(grads)
-
-    tx = optax.adamw(1e-3, weight_decay=1e-4)
-    params = {"w": jnp.ones((600, 512)), "b": jnp.ones(512)}
-    grads = jax.tree.map(lambda x: x * 1e-3, params)
-    previous = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)
-    try:
-        written = {}
-        for name, norm in (("optax", optax.tree.norm), ("jaxsvr", loop.gradient_norm)):
-            fn = jax.jit(functools.partial(step, norm))
-            text = fn.lower(params, grads, tx.init(params)).compile().as_text()
-            entry = text[text.index("ENTRY") :].splitlines()[1:]
-            written[name] = sum(
-                " = f32[600,512]" in line for line in entry if "parameter(" not in line
-            )
-            assert float(fn(params, grads, tx.init(params))[2]) == pytest.approx(
-                np.sqrt(600 * 512 + 512) * 1e-3, rel=1e-6
-            )
-    finally:
-        jax.config.update("jax_disable_most_optimizations", previous)
-    if jax.default_backend() == "cpu":  # at most mu, nu and the parameters (optax's: 4 here)
-        assert written["jaxsvr"] <= min(3, written["optax"]), written
 
 
 def _orbax_like_restore(post_after: threading.Event | None = None) -> None:

@@ -332,24 +332,9 @@ def train_step(state: TrainState, tables: dict, batch: dict, *, model, tx, objec
     (loss, terms), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {"loss": loss, "grad_norm": gradient_norm(grads), **terms}
+    metrics = {"loss": loss, "grad_norm": optim.gradient_norm(grads), **terms}
     metrics["state_finite"] = all_finite((params, opt_state))
     return TrainState(state.step + 1, params, opt_state), metrics
-
-
-def gradient_norm(grads: Any) -> jax.Array:
-    """The global L2 norm of `grads` (the logged `grad_norm`), each array read once.
-
-    `optax.tree.norm(grads)` squares every gradient as Adam's second moment squares it, and
-    XLA merges the two squares into one value: on the CPU the square of each array is then
-    written out and reduced in a pass of its own, besides the moment's pass (1.5–2 ms of
-    the SMS heads' 21 ms step, docs/benchmarks.md). Behind `optimization_barrier` the
-    norm's squares are its own, so each array's sum of squares reads the gradient once
-    and the moment squares it in its own pass. The value is optax's up to the order of the
-    sums; a zero gradient gives exactly 0 (the vanishing-gradient warning's test).
-    """
-    leaves = jax.lax.optimization_barrier(jax.tree.leaves(grads))
-    return jnp.sqrt(sum((jnp.sum(jnp.square(g)) for g in leaves), jnp.zeros((), jnp.float32)))
 
 
 def itstime(step: int, every: int, last: int) -> bool:

@@ -7,11 +7,15 @@ warmup_cosine: the same warm-up, then cosine decay to the floor `final_lr`, the 
 the SMS paper's ensemble members), `grad_clip` (global norm; 0 = off). Published
 JPoSE/MME: SGD, lr 0.01, momentum 0.9; ConTra: Adam 1e-4, warmup_linear.
 `jaxsvr.train.checks` checks every key (names against `NAMES` and `SCHEDULES`) before a
-run reads any data.
+run reads any data. `gradient_norm` is the train step's logged `grad_norm`.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax
+import jax.numpy as jnp
 import ml_collections
 import optax
 
@@ -55,3 +59,18 @@ def build(config: ml_collections.ConfigDict, total_steps: int) -> optax.Gradient
     if config.grad_clip:
         opt = optax.chain(optax.clip_by_global_norm(config.grad_clip), opt)
     return opt
+
+
+def gradient_norm(grads: Any) -> jax.Array:
+    """The global L2 norm of `grads` (the logged `grad_norm`), each array read once.
+
+    `optax.tree.norm(grads)` squares every gradient as Adam's second moment squares it, and
+    XLA merges the two squares into one value: on the CPU the square of each array is then
+    written out and reduced in a pass of its own, besides the moment's pass (1.5–2 ms of
+    the SMS heads' 21 ms step, docs/benchmarks.md). Behind `optimization_barrier` the
+    norm's squares are its own, so each array's sum of squares reads the gradient once
+    and the moment squares it in its own pass. The value is optax's up to the order of the
+    sums; a zero gradient gives exactly 0 (the vanishing-gradient warning's test).
+    """
+    leaves = jax.lax.optimization_barrier(jax.tree.leaves(grads))
+    return jnp.sqrt(sum((jnp.sum(jnp.square(g)) for g in leaves), jnp.zeros((), jnp.float32)))
