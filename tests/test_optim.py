@@ -2,16 +2,18 @@
 of the run; the train step's gradient norm."""
 
 import functools
+import types
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from flax import linen as nn
 
 from jaxsvr import configs
 from jaxsvr.errors import InputError
-from jaxsvr.train import checks, optim
+from jaxsvr.train import checks, loop, optim
 
 
 def schedule(**kw):
@@ -96,3 +98,27 @@ def test_gradient_norm_reads_each_gradient_once():
         jax.config.update("jax_disable_most_optimizations", previous)
     if jax.default_backend() == "cpu":  # at most mu, nu and the parameters (optax's: 4 here)
         assert written["jaxsvr"] <= min(3, written["optax"]), written
+
+
+def test_the_train_step_logs_this_norm():
+    # a one-layer model and a squared loss through the trainer's own step
+    model = nn.Dense(4)
+    x = np.random.default_rng(1).standard_normal((8, 3)).astype(np.float32)
+    params = model.init(jax.random.key(0), x)
+    objective = types.SimpleNamespace(
+        gathers={},
+        loss=lambda model, params, inputs, batch, rng: (
+            jnp.sum(model.apply(params, batch["x"]) ** 2),
+            {},
+        ),
+    )
+    tx = optax.adam(1e-3)
+    state = loop.TrainState(jnp.int32(0), params, tx.init(params))
+    step = jax.jit(
+        functools.partial(loop.train_step, model=model, tx=tx, objective=objective, seed=0)
+    )
+    batch = {"x": jnp.asarray(x)}
+    assert "optimization_barrier" in step.lower(state, {}, batch).as_text()
+    grads = jax.grad(lambda p: jnp.sum(model.apply(p, x) ** 2))(params)
+    metrics = step(state, {}, batch)[1]
+    assert float(metrics["grad_norm"]) == pytest.approx(float(optax.tree.norm(grads)), rel=1e-6)

@@ -71,6 +71,7 @@ def gradient_norm(grads: Any) -> jax.Array:
     norm's squares are its own, so each array's sum of squares reads the gradient once
     and the moment squares it in its own pass. The value is optax's up to the order of the
     sums; a zero gradient gives exactly 0 (the vanishing-gradient warning's test).
+    The gradients are real floats (jaxsvr's parameters all are).
     """
     leaves = jax.lax.optimization_barrier(jax.tree.leaves(grads))
     return jnp.sqrt(sum((jnp.sum(jnp.square(g)) for g in leaves), jnp.zeros((), jnp.float32)))
