@@ -6,14 +6,14 @@ precision: jaxsvr's Dense products on bfloat16 inputs, float32 sums; docs/traini
       [--precisions default bfloat16] [--annotations ../shared/data/epic100]
       [--json out.json]
 
-"default" is JAX's own precision: float32 on a CPU (TensorFloat-32 on recent NVIDIA
-GPUs, where "bfloat16" keeps that meaning too). Each round runs, for each config, one
-process per precision (`step_comparison.build`: the step as the trainer jits it, in a
-process set up as `python -m jaxsvr.main` sets up its own) and times its steps after
-compilation (`--steps` per config: the default fits each model's step length). Prints
-the CPU model, a markdown table of the median ms per step (min–max over the rounds),
-the speed-up of the last precision over the first, the last logged loss of each, and
-one JSON object.
+"default" is JAX's own precision: float32 on a CPU, TensorFloat-32 on recent NVIDIA GPUs
+("bfloat16": the Dense layers' products of bfloat16 inputs on both). Each round runs,
+for each config, one process per precision (`step_comparison.build`: the step as the
+trainer jits it, in a process set up as `python -m jaxsvr.main` sets up its own) and
+times its steps after compilation (`--steps` per config: the default fits each model's
+step length). Prints the CPU model, a markdown table of the median ms per step (min–max
+over the rounds), the speed-up of the last precision over the first, the last logged
+loss of each, and one JSON object.
 """
 
 from __future__ import annotations

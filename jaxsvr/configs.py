@@ -57,7 +57,7 @@ def base() -> ml_collections.ConfigDict:
     c.seed = 0
     # float32 matmul precision of the jitted programs (jaxsvr.runtime.precision): "default" = the
     # backend's (TensorFloat-32 on recent GPUs), "highest" = float32 on every backend,
-    # "bfloat16" = bfloat16 inputs summed in float32 (also on CPUs: jaxsvr's Dense layers)
+    # "bfloat16" = bfloat16 inputs summed in float32 (jaxsvr's Dense layers, CPUs and GPUs)
     c.matmul_precision = "default"
 
     c.data = d = ml_collections.ConfigDict()

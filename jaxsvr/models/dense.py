@@ -16,21 +16,23 @@ ConTra ~5% of its step (its clip projection, encoder layers and sentence model a
 [n, W, ...] inputs), HGR ~9% (the GRU's input projection and the role graph's layers over
 [n, L, ...]); models whose layers see [n, d] inputs compile to the same program.
 
-On a CPU, under `config.matmul_precision = "bfloat16"` (JAX's default matmul precision
-"bfloat16" where the product is traced, `jaxsvr.runtime.precision.scope`), a float32
-Dense product rounds its inputs to bfloat16 and sums in float32 (`bfloat16_product`),
-the mixed precision of TPUs' one-pass products. XLA's CPU back-end ignores the precision
-of a float32 product (it computes float32 whatever is asked), so without the explicit
-rounding the setting did nothing on a CPU; on GPUs and TPUs XLA's own meaning of it
-stands (`rounds_to_bfloat16`). The gradients round the cotangent to bfloat16 too and sum
-in float32. On a single CPU device each of the three products is a row-major
-[n, k] x [k, m] product of bfloat16 operands, the one form YNNPACK's bfloat16 kernels
-take: the weight gradient multiplies a row-major transposed copy of the input rows, the
-input gradient one of the weight (`row_major_copies`). Such a product runs at 280–360
-GFLOP/s on the 2-core EPYC (Zen 4) against 170 in float32: the ConTra step takes 1.2 s
-instead of 2.1, JPoSE's 94 ms instead of 163
-(docs/benchmarks.md#mixed-precision-on-the-cpu). Parameters, optimiser state,
-activations and losses stay float32.
+On CPUs and GPUs, under `config.matmul_precision = "bfloat16"` (JAX's default matmul
+precision "bfloat16" where the product is traced, `jaxsvr.runtime.precision.scope`), a
+float32 Dense product rounds its inputs to bfloat16 and sums in float32
+(`bfloat16_product`), the mixed precision of TPUs' one-pass products. XLA's CPU back-end
+ignores the precision of a float32 product (it computes float32 whatever is asked), so
+without the explicit rounding the setting did nothing on a CPU; on a GPU JAX maps it to
+DEFAULT, TensorFloat-32 on recent NVIDIA GPUs, where bfloat16 operands run the tensor
+cores at twice TF32's rate (the ConTra step on an H100: 4.0–4.5 ms against 5.1–5.6). On
+TPUs XLA's own meaning stands (one bfloat16 pass: `rounds_to_bfloat16`). The gradients
+round the cotangent to bfloat16 too and sum in float32. On a single CPU device each of
+the three products is a row-major [n, k] x [k, m] product of bfloat16 operands, the one
+form YNNPACK's bfloat16 kernels take: the weight gradient multiplies a row-major
+transposed copy of the input rows, the input gradient one of the weight
+(`row_major_copies`). Such a product runs at 280–360 GFLOP/s on the 2-core EPYC (Zen 4)
+against 170 in float32: the ConTra step takes 1.2 s instead of 2.1, JPoSE's 94 ms
+instead of 163 (docs/benchmarks.md#mixed-precision-on-the-cpu). Parameters, optimiser
+state, activations and losses stay float32.
 
 `Dense` builds an `nn.Dense` with it (so the same parameter names, auto-names and
 initialisation); `ATTENTION_DOT_GENERALS` are the keyword arguments that give
@@ -49,30 +51,33 @@ import jax.numpy as jnp
 BFLOAT16 = "bfloat16"  # the matmul precision under which Dense products round to bfloat16
 
 
+ROUNDING_BACKENDS = ("cpu", "gpu")  # where the Dense layers round to bfloat16 themselves
+
+
 def rounds_to_bfloat16(precision, *operands) -> bool:
-    """Whether a product traced here rounds its float32 inputs to bfloat16: on a CPU
-    back-end (the default one), no precision of its own, JAX's default matmul precision
-    "bfloat16" (by that name: the equivalent "BF16_BF16_F32" is left to XLA), float32
-    operands. Elsewhere XLA gives "bfloat16" its own meaning (JAX maps it to DEFAULT:
-    TensorFloat-32 on recent NVIDIA GPUs, one bfloat16 pass on TPUs)."""
+    """Whether a product traced here rounds its float32 inputs to bfloat16: on a CPU or
+    GPU back-end (the default one), no precision of its own, JAX's default matmul
+    precision "bfloat16" (by that name: the equivalent "BF16_BF16_F32" is left to XLA),
+    float32 operands. On TPUs XLA gives "bfloat16" its own meaning (JAX maps it to
+    DEFAULT: one bfloat16 pass)."""
     return (
         precision is None
         and jax.config.jax_default_matmul_precision == BFLOAT16
         and all(x.dtype == jnp.float32 for x in operands)
-        and jax.default_backend() == "cpu"
+        and jax.default_backend() in ROUNDING_BACKENDS
     )
 
 
 def row_major_copies() -> bool:
-    """Whether `bfloat16_product`'s gradients multiply row-major transposed copies: with
-    a single device (of the default back-end, a CPU where products round to bfloat16).
+    """Whether `bfloat16_product`'s gradients multiply row-major transposed copies: on a
+    CPU back-end with a single device (a GPU's products take transposed operands).
     XLA's CPU back-end keeps a transpose as a column-major view, which YNNPACK's bfloat16
     product does not take (XLA then runs that product in float32 on the rounded numbers),
     or folds it into the product as a transposed operand, which fails at run time when
     XLA had already given the product to YNNPACK. The copy (a flattening behind a
     barrier, which nothing folds away) would split a sharded batch across devices, so
     with several devices, here or in other processes, the transposes stay views."""
-    return jax.device_count() == 1
+    return jax.default_backend() == "cpu" and jax.device_count() == 1
 
 
 def _t(x: jax.Array, copy: bool) -> jax.Array:

@@ -11,15 +11,17 @@ docs/benchmarks.md#training-speed).
   float32 on CPUs). Every GPU figure in the README was measured so.
 - "highest": float32 products on every backend, as the PyTorch reference code of JPoSE /
   ConTra computes them (PyTorch leaves TF32 off for matmuls). The test suite runs so.
-- "bfloat16": mixed precision. On a CPU, where XLA computes float32 whatever precision
-  a float32 product asks for, jaxsvr's Dense layers (every model's projections and MLPs,
-  ConTra's attention projections) round their inputs to bfloat16 and sum in float32,
-  gradients too (`jaxsvr.models.dense.bfloat16_product`); parameters, optimiser state,
-  activations, similarities and losses stay float32. On the 2-core EPYC (Zen 4, with
-  bfloat16 instructions) the ConTra step takes 1.2 s instead of 2.1, JPoSE's 94 ms
-  instead of 163, the SMS heads' 15 ms instead of 20; logged losses move by 1e-5 to 1e-3
-  relative (docs/training.md#precision). On GPUs and TPUs JAX's own meaning: DEFAULT
-  (TensorFloat-32 on recent NVIDIA GPUs, one bfloat16 pass on TPUs).
+- "bfloat16": mixed precision. On CPUs and GPUs jaxsvr's Dense layers (every model's
+  projections and MLPs, ConTra's attention projections) round their inputs to bfloat16
+  and sum in float32, gradients too (`jaxsvr.models.dense.bfloat16_product`);
+  parameters, optimiser state, activations, similarities and losses stay float32, and
+  other products keep JAX's meaning of the name (DEFAULT: float32 on a CPU, where XLA
+  computes float32 whatever precision a float32 product asks for; TensorFloat-32 on
+  recent NVIDIA GPUs). On the 2-core EPYC (Zen 4, with bfloat16 instructions) the ConTra
+  step takes 1.2 s instead of 2.1, JPoSE's 94 ms instead of 163, the SMS heads' 15 ms
+  instead of 20; on an H100 ConTra's 4.0–4.5 ms instead of 5.1–5.6 (TF32); logged
+  losses move by 1e-5 to 1e-3 relative (docs/training.md#precision). On TPUs JAX's own
+  meaning: DEFAULT, one bfloat16 pass.
 - "high" (bfloat16_3x on TPU, TF32 on GPU), or another name `jax.default_matmul_precision`
   takes: "float32", "tensorfloat32".
 """

@@ -1,7 +1,8 @@
 """`jaxsvr.models.dense`: the flattened Dense products equal `lax.dot_general`'s, values
 and gradients, and `Dense` is `nn.Dense` (same parameters, same outputs); under the
-"bfloat16" matmul precision they round their inputs (and, in the gradients, the
-cotangent) to bfloat16 and sum in float32, against NumPy on the rounded numbers."""
+"bfloat16" matmul precision (on CPUs and GPUs) they round their inputs (and, in the
+gradients, the cotangent) to bfloat16 and sum in float32, against NumPy on the rounded
+numbers."""
 
 import flax.linen as nn
 import jax
@@ -12,9 +13,11 @@ import pytest
 from jaxsvr.models import heads
 from jaxsvr.models.dense import (
     ATTENTION_DOT_GENERALS,
+    ROUNDING_BACKENDS,
     Dense,
     flat_dot_general,
     rounds_to_bfloat16,
+    row_major_copies,
 )
 
 DENSE = (((2,), (0,)), ((), ()))
@@ -83,20 +86,21 @@ DENSE_CASES = CASES[:6] + [  # CASES' Dense forms (not its last two), and sizes 
     ((16, 3, 24), (24, 40), DENSE),  # gives YNNPACK's bfloat16 kernels
     ((32, 64), (64, 48), (((1,), (0,)), ((), ()))),
 ]
-ON_CPU = pytest.mark.skipif(
-    jax.default_backend() != "cpu", reason='"bfloat16" keeps XLA\'s own meaning off CPUs'
+ROUNDS = pytest.mark.skipif(
+    jax.default_backend() not in ROUNDING_BACKENDS,
+    reason='"bfloat16" keeps XLA\'s own meaning on TPUs',
 )
 
 
-@ON_CPU
+@ROUNDS
 @pytest.mark.parametrize("devices", [1, 8])
 @pytest.mark.parametrize("lhs_shape, rhs_shape, dims", DENSE_CASES)
 def test_bfloat16_products_and_gradients_against_numpy(
     lhs_shape, rhs_shape, dims, devices, monkeypatch
 ):
     """Values, input and weight gradients of the jitted product (as the CPU compiles it:
-    bfloat16 operands, row-major transposed copies; with several devices, transposed
-    views) against float64 NumPy on the rounded inputs and cotangent: bfloat16 products
+    bfloat16 operands, row-major transposed copies; with several devices or on a GPU,
+    transposed views) against float64 NumPy on the rounded inputs and cotangent: bfloat16 products
     are exact in float32, so only the float32 sums differ."""
     monkeypatch.setattr(jax, "device_count", lambda: devices)
     rng = np.random.default_rng(3)
@@ -113,7 +117,8 @@ def test_bfloat16_products_and_gradients_against_numpy(
     with jax.default_matmul_precision("bfloat16"):
         out, d_lhs, d_rhs = jax.jit(vjp)(lhs, rhs, ct)
         program = jax.jit(vjp).lower(lhs, rhs, ct).as_text()
-    assert ("optimization_barrier" in program) == (devices == 1)  # the copies, or views
+    copies = devices == 1 and jax.default_backend() == "cpu"
+    assert ("optimization_barrier" in program) == copies  # the copies, or views
     k = int(np.prod(rhs_shape[:c]))
     m = int(np.prod(rhs_shape[c:]))
     a, b, g = bf16(lhs).reshape(-1, k), bf16(rhs).reshape(k, m), bf16(ct).reshape(-1, m)
@@ -130,14 +135,32 @@ def test_which_products_round_to_bfloat16():
     f32, b16 = jnp.ones(2, jnp.float32), jnp.ones(2, jnp.bfloat16)
     assert not rounds_to_bfloat16(None, f32, f32)  # the tests pin "highest"
     with jax.default_matmul_precision("bfloat16"):
-        assert rounds_to_bfloat16(None, f32, f32) == (jax.default_backend() == "cpu")
+        assert rounds_to_bfloat16(None, f32, f32) == (jax.default_backend() != "tpu")
         assert not rounds_to_bfloat16(jax.lax.Precision.HIGHEST, f32, f32)  # its own
         assert not rounds_to_bfloat16(None, f32, b16)  # not float32: as the caller made it
     with jax.default_matmul_precision("tensorfloat32"):
         assert not rounds_to_bfloat16(None, f32, f32)
 
 
-@ON_CPU
+@pytest.mark.parametrize("backend, rounds, copies", [("gpu", True, False), ("tpu", False, False)])
+def test_which_backends_round_and_copy(backend, rounds, copies, monkeypatch):
+    """GPUs round the Dense inputs too (bfloat16 tensor-core products instead of JAX's
+    TF32 DEFAULT) and take transposed operands (no copies); TPUs keep XLA's one bfloat16
+    pass. The program a GPU would get, lowered here: bfloat16 operands, no barrier."""
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    monkeypatch.setattr(jax, "device_count", lambda: 1)
+    f32 = jnp.ones(2, jnp.float32)
+    with jax.default_matmul_precision("bfloat16"):
+        assert rounds_to_bfloat16(None, f32, f32) == rounds
+        assert row_major_copies() == copies
+        lhs, rhs = jnp.ones((4, 3, 6)), jnp.ones((6, 5))
+        program = jax.jit(jax.grad(lambda a, b: flat_dot_general(a, b, DENSE).sum(), (0, 1)))
+        text = program.lower(lhs, rhs).as_text()
+    assert ("bf16" in text) == rounds
+    assert "optimization_barrier" not in text
+
+
+@ROUNDS
 def test_bfloat16_heads_and_attention_stay_near_float32():
     """Whole layers under the setting: the SMS heads' embeddings and their gradients, and
     attention with the flat projections, within bfloat16's rounding of float32."""
