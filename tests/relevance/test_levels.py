@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from jaxsvr.annotations.class_sets import ClassSets
-from jaxsvr.relevance import class_relevance
+from jaxsvr.relevance import class_relevance, levels
 from jaxsvr.relevance.levels import LevelRelevance
 
 
@@ -92,3 +92,46 @@ def test_rows_above_a_threshold_per_signature():
             for b in rng.integers(0, n, 40):
                 same = set(verbs[a]) == set(verbs[b]) and set(nouns[a]) == set(nouns[b])
                 assert (groups[a] == groups[b]) == same
+
+
+@pytest.mark.parametrize("own_captions", [True, False])
+def test_iou_tables_equal_the_bit_operations(own_captions, monkeypatch):
+    """The per-part IoU tables give every level's relevance bit for bit as the bit
+    operations do (tables over the distinct sets; caption sets that differ from the
+    clips'), and a table over `_TABLE_ENTRIES` pairs is not built (the bit operations)."""
+    rng = np.random.default_rng(5)
+    n = 400
+    verbs = ClassSets.from_lists(random_sets(rng, n, 6, 2))
+    nouns = ClassSets.from_lists(random_sets(rng, n, 130, 3))  # three bitset words
+    text = (
+        ()
+        if own_captions
+        else (
+            ClassSets.from_lists(random_sets(rng, n, 6, 1)),
+            ClassSets.from_lists(random_sets(rng, n, 130, 2)),
+        )
+    )
+    tabled = LevelRelevance(verbs, nouns, *text)
+    assert all(t is not None for t in tabled._tables.values())  # built on first use
+    monkeypatch.setattr(levels, "_TABLE_ENTRIES", 0)
+    bitwise = LevelRelevance(verbs, nouns, *text)
+    assert all(t is None for t in bitwise._tables.values())
+    verb_sets = len({tuple(verbs[i]) for i in range(n)})
+    assert tabled._tables["verb"][2].shape[0] == verb_sets < n  # one row per distinct set
+    rows, cols = rng.integers(0, n, (50, 1)), rng.integers(0, n, (1, 60))
+    for level in ("action", "sentence", "verb", "noun"):
+        got, want = tabled.pairs(level, rows, cols), bitwise.pairs(level, rows, cols)
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        np.testing.assert_array_equal(
+            tabled.pairs(level, rows[:7, 0], cols[0, :7]), want[np.arange(7), np.arange(7)]
+        )
+        for r in (0, 17):
+            np.testing.assert_array_equal(
+                tabled.above(level, [r], 0.3)[0], bitwise.above(level, [r], 0.3)[0]
+            )
+
+
+def test_no_rows():
+    rel = LevelRelevance(ClassSets.from_lists([]), ClassSets.from_lists([]))
+    assert rel.matrix("action", np.zeros(0, int), np.zeros(0, int)).shape == (0, 0)
