@@ -19,14 +19,16 @@ same values as `matrix`; and rows whose clips share a signature (`groups`) have 
 row, which the pair sampler uses to keep rows.
 
 The same holds per part of speech, with fewer still (EPIC-100 train: 86 verb sets, 781
-noun sets): each part's IoU is a table over (clip set, caption set) pairs, built on first
-use from one row of each distinct set, and `iou` gathers from it, the same float32 values
-as the bit operations bit for bit (the same operations on the same bits). A table of more
-than `_TABLE_ENTRIES` pairs (e.g. free-form captions, whose sets are mostly distinct) is
-not built; its part keeps the bit operations. At EPIC-100 train size the tables take 2.5
-MB and ~70 ms to build, and a batch of the SMS heads' sampler (32 rounds of 128
-candidate pairs, then the [128, 128] batch relevance) takes 0.6–0.7 ms after the first
-epoch instead of 1.7–2.2 (docs/benchmarks.md#sms-heads-step-against-the-public-pytorch-code).
+noun sets): each part's IoU is a table over (clip set, caption set) pairs, built on
+first use from one row of each distinct set, and `iou` gathers from it, the same float32
+values as the bit operations bit for bit (the same operations on the same bits). A table
+of more than `_TABLE_PAIRS` pairs, or `_TABLE_WORDS` words to compare (e.g. free-form
+captions, whose sets are mostly distinct), is not built, which a hashed count of the
+distinct sets tells before the exact one; its part keeps the bit operations. At EPIC-100
+train size the tables take 2.5 MB and ~70 ms to build, and a batch of the SMS heads'
+sampler (32 rounds of 128 candidate pairs, then the [128, 128] batch relevance) takes
+0.6–0.7 ms after the first epoch instead of 1.7–2.2
+(docs/benchmarks.md#sms-heads-step-against-the-public-pytorch-code).
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ import numpy as np
 from jaxsvr.annotations.class_sets import ClassSets
 
 LEVELS = ("action", "sentence", "verb", "noun")
-_TABLE_ENTRIES = 1 << 22  # (clip set, caption set) pairs of an IoU table: 16 MB of float32
+_TABLE_PAIRS = 1 << 22  # (clip set, caption set) pairs of an IoU table: 16 MB of float32
+_TABLE_WORDS = 1 << 25  # pairs x bitset words compared to build it (~0.3 s)
+_BLOCK_WORDS = 1 << 19  # pairs x words of a block of the build (4 MB temporaries)
+_NOT_BUILT = "not built"
 
 
 class LevelRelevance:
@@ -78,21 +83,24 @@ class LevelRelevance:
     def iou(self, pos: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """IoU of the `pos` ("verb" or "noun") sets of row a's clip and row b's caption
         (broadcast)."""
-        table = self._tables[pos]
+        clip_bits, caption_bits = (
+            (self.verb_bits, self.text_verb_bits)
+            if pos == "verb"
+            else (self.noun_bits, self.text_noun_bits)
+        )
+        table = self._tables.get(pos, _NOT_BUILT)
+        if table is _NOT_BUILT:  # another thread may build it too: the same table
+            table = self._tables[pos] = _iou_table(clip_bits, caption_bits)
         if table is not None:
             clip_set, caption_set, values = table
             return values[clip_set[a], caption_set[b]]
-        if pos == "verb":
-            return bit_iou(self.verb_bits[a], self.text_verb_bits[b])
-        return bit_iou(self.noun_bits[a], self.text_noun_bits[b])
+        return bit_iou(clip_bits[a], caption_bits[b])
 
     @functools.cached_property
     def _tables(self) -> dict[str, tuple | None]:
-        """Per part of speech: (each row's clip set index, each row's caption set index,
-        [clip sets, caption sets] float32 IoU), or None where that is over `_TABLE_ENTRIES`."""
-        parts = {"verb": (self.verb_bits, self.text_verb_bits)}
-        parts["noun"] = (self.noun_bits, self.text_noun_bits)
-        return {pos: _iou_table(*bits) for pos, bits in parts.items()}
+        """Per part of speech, built on first use: (each row's clip set index, each row's
+        caption set index, [clip sets, caption sets] float32 IoU), or None (too large)."""
+        return {}
 
     def pairs(self, level: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Relevance at `level` of row pairs (a, b), broadcast like a and b; float32."""
@@ -135,19 +143,38 @@ def _signatures(verb_bits: np.ndarray, noun_bits: np.ndarray) -> tuple[np.ndarra
 
 def _iou_table(clip_bits: np.ndarray, caption_bits: np.ndarray) -> tuple | None:
     """(clip set of each row, caption set of each row, IoU of every pair of distinct sets),
-    or None where the distinct sets make more than `_TABLE_ENTRIES` pairs."""
+    or None where those pairs are more than `_TABLE_PAIRS` or their words to compare more
+    than `_TABLE_WORDS`."""
+    same = caption_bits is clip_bits
+    words = clip_bits.shape[1]
+    # Distinct hashes are at most the distinct sets: a table too large by them is too large.
+    hashed = _hashed_count(clip_bits)
+    hashed *= hashed if same else _hashed_count(caption_bits)
+    if not _small(hashed, words):
+        return None
     clips, clip_set = _distinct(clip_bits)
-    captions, caption_set = (
-        (clips, clip_set) if caption_bits is clip_bits else _distinct(caption_bits)
-    )
-    if len(clips) * len(captions) > _TABLE_ENTRIES:
+    captions, caption_set = (clips, clip_set) if same else _distinct(caption_bits)
+    if not _small(len(clips) * len(captions), words):
         return None
     values = np.empty((len(clips), len(captions)), np.float32)
-    step = max(1, (1 << 16) // max(len(captions), 1))  # rows of a block: ~64K pairs
+    step = max(1, _BLOCK_WORDS // max(len(captions) * words, 1))  # rows of a block
     for i in range(0, len(clips), step):
         values[i : i + step] = bit_iou(clips[i : i + step, None], captions[None])
     values.flags.writeable = False
     return clip_set, caption_set, values
+
+
+def _small(pairs: int, words: int) -> bool:
+    return pairs <= _TABLE_PAIRS and pairs * words <= _TABLE_WORDS
+
+
+def _hashed_count(bits: np.ndarray) -> int:
+    """Distinct hashes of the rows of bits [n, words]: at most their distinct rows."""
+    digest = bits[:, 0].copy()
+    for k in range(1, bits.shape[1]):
+        digest *= np.uint64(0x9E3779B97F4A7C15)  # wraps
+        digest ^= bits[:, k]
+    return len(np.unique(digest))
 
 
 def _distinct(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,8 @@ docs/benchmarks.md#training-speed).
   step takes 1.2 s instead of 2.1, JPoSE's 94 ms instead of 163, the SMS heads' 15 ms
   instead of 20; on an H100 ConTra's 4.0–4.5 ms instead of 5.1–5.6 (TF32); logged
   losses move by 1e-5 to 1e-3 relative (docs/training.md#precision). On TPUs JAX's own
-  meaning: DEFAULT, one bfloat16 pass.
+  meaning: DEFAULT, one bfloat16 pass. CPUs without bfloat16 instructions and GPUs
+  without bfloat16 tensor cores (before Ampere) may gain nothing: measure first.
 - "high" (bfloat16_3x on TPU, TF32 on GPU), or another name `jax.default_matmul_precision`
   takes: "float32", "tensorfloat32".
 """

@@ -98,7 +98,7 @@ def test_rows_above_a_threshold_per_signature():
 def test_iou_tables_equal_the_bit_operations(own_captions, monkeypatch):
     """The per-part IoU tables give every level's relevance bit for bit as the bit
     operations do (tables over the distinct sets; caption sets that differ from the
-    clips'), and a table over `_TABLE_ENTRIES` pairs is not built (the bit operations)."""
+    clips'), and a table over `_TABLE_PAIRS` pairs is not built (the bit operations)."""
     rng = np.random.default_rng(5)
     n = 400
     verbs = ClassSets.from_lists(random_sets(rng, n, 6, 2))
@@ -112,10 +112,15 @@ def test_iou_tables_equal_the_bit_operations(own_captions, monkeypatch):
         )
     )
     tabled = LevelRelevance(verbs, nouns, *text)
-    assert all(t is not None for t in tabled._tables.values())  # built on first use
-    monkeypatch.setattr(levels, "_TABLE_ENTRIES", 0)
+    assert tabled._tables == {}
+    tabled.pairs("verb", 0, 1)  # builds the verb table alone
+    assert list(tabled._tables) == ["verb"]
+    tabled.pairs("action", 0, 1)  # and then the noun table
+    assert all(tabled._tables[pos] is not None for pos in ("verb", "noun"))
+    monkeypatch.setattr(levels, "_TABLE_PAIRS", 0)
     bitwise = LevelRelevance(verbs, nouns, *text)
-    assert all(t is None for t in bitwise._tables.values())
+    bitwise.pairs("action", 0, 1)
+    assert bitwise._tables == {"verb": None, "noun": None}
     verb_sets = len({tuple(verbs[i]) for i in range(n)})
     assert tabled._tables["verb"][2].shape[0] == verb_sets < n  # one row per distinct set
     rows, cols = rng.integers(0, n, (50, 1)), rng.integers(0, n, (1, 60))
@@ -135,3 +140,19 @@ def test_iou_tables_equal_the_bit_operations(own_captions, monkeypatch):
 def test_no_rows():
     rel = LevelRelevance(ClassSets.from_lists([]), ClassSets.from_lists([]))
     assert rel.matrix("action", np.zeros(0, int), np.zeros(0, int)).shape == (0, 0)
+
+
+def test_wide_sets_keep_the_bit_operations(monkeypatch):
+    """The words to compare cap a table too (wide bitsets of free-form captions), and the
+    hashed count of distinct sets, which decides before the exact one, never exceeds it."""
+    rng = np.random.default_rng(6)
+    nouns = ClassSets.from_lists(random_sets(rng, 200, 700, 4))  # 11 bitset words
+    verbs = ClassSets.from_labels(rng.integers(0, 3, 200))
+    rel = LevelRelevance(verbs, nouns)
+    distinct = len({tuple(nouns[i]) for i in range(200)})
+    assert (
+        levels._hashed_count(rel.noun_bits) <= distinct == len(levels._distinct(rel.noun_bits)[0])
+    )
+    monkeypatch.setattr(levels, "_TABLE_WORDS", distinct * distinct * 11 - 1)
+    rel.pairs("action", 0, 1)
+    assert rel._tables["noun"] is None and rel._tables["verb"] is not None
