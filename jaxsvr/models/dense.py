@@ -49,8 +49,6 @@ import jax
 import jax.numpy as jnp
 
 BFLOAT16 = "bfloat16"  # the matmul precision under which Dense products round to bfloat16
-
-
 ROUNDING_BACKENDS = ("cpu", "gpu")  # where the Dense layers round to bfloat16 themselves
 
 

@@ -76,6 +76,9 @@ class LevelRelevance:
         self.text_noun_bits = (
             self.noun_bits if text_nouns is nouns else bitsets(text_nouns, noun_width)
         )
+        # Per part of speech, built on first use (`iou`): (each row's clip set index, each
+        # row's caption set index, [clip sets, caption sets] float32 IoU), or None.
+        self._tables: dict[str, tuple | None] = {}
 
     def __len__(self) -> int:
         return len(self.verb_bits)
@@ -95,12 +98,6 @@ class LevelRelevance:
             clip_set, caption_set, values = table
             return values[clip_set[a], caption_set[b]]
         return bit_iou(clip_bits[a], caption_bits[b])
-
-    @functools.cached_property
-    def _tables(self) -> dict[str, tuple | None]:
-        """Per part of speech, built on first use: (each row's clip set index, each row's
-        caption set index, [clip sets, caption sets] float32 IoU), or None (too large)."""
-        return {}
 
     def pairs(self, level: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Relevance at `level` of row pairs (a, b), broadcast like a and b; float32."""
