@@ -3,7 +3,7 @@ precision: jaxsvr's Dense products on bfloat16 inputs, float32 sums; docs/traini
 #precision), in alternating fresh processes on the same machine.
 
   python benchmarks/precision_speed.py [--configs configs/epic_jpose.py ...] [--rounds 2]
-      [--precisions default bfloat16] [--annotations ../shared/data/epic100]
+      [--precisions default bfloat16] [--one-process] [--annotations ../shared/data/epic100]
       [--json out.json]
 
 "default" is JAX's own precision: float32 on a CPU, TensorFloat-32 on recent NVIDIA GPUs
@@ -14,6 +14,11 @@ times its steps after compilation (`--steps` per config: the default fits each m
 step length). Prints the CPU model, a markdown table of the median ms per step (min–max
 over the rounds), the speed-up of the last precision over the first, the last logged
 loss of each, and one JSON object.
+
+`--one-process`: each config's precisions are built and compiled in one process and
+timed there in alternating rounds (the same batches for each): short steps, such as a
+GPU's few milliseconds, then compare under the same conditions rather than across
+processes (the H100 figures of docs/training.md#precision).
 """
 
 from __future__ import annotations
@@ -42,6 +47,35 @@ def jax_child(args: argparse.Namespace) -> dict:
     )
     out, _ = harness.measure(step, args.steps, args.warmup)
     return out
+
+
+def jax_all_child(args: argparse.Namespace) -> dict:
+    """Every precision of the config in this process: {precision: [one run per round]}."""
+    import jax
+    import numpy as np
+
+    device = jax.devices()[0]
+    annotations = harness.annotations_dir(args)
+    steps = {
+        p: harness.build(args.configs[0], annotations, {"matmul_precision": p})
+        for p in args.precisions
+    }
+    batches = harness.global_batches(steps[args.precisions[0]], args.warmup + args.steps)
+    runs: dict = {p: [] for p in args.precisions}
+    for step in steps.values():  # compilation and warm-up
+        harness.run_steps(step, batches[: max(args.warmup, 1)])
+    for _ in range(args.rounds):
+        for p, step in steps.items():
+            times, metrics = harness.run_steps(step, batches[args.warmup :])
+            loss = float(np.asarray(metrics["loss"]))
+            runs[p].append(
+                {
+                    "ms_per_step": [t * 1e3 for t in times],
+                    "loss": loss,
+                    "device": f"{device.platform} ({device.device_kind})",
+                }
+            )
+    return runs
 
 
 def table(report: dict) -> str:
@@ -79,11 +113,14 @@ def main() -> None:
     )
     p.add_argument("--warmup", type=cli.number(int, 0), default=2)
     p.add_argument("--annotations", type=Path, default=harness.DEFAULT_EPIC)
+    p.add_argument(
+        "--one-process", action="store_true", help="all precisions of a config in one process"
+    )
     p.add_argument("--json", type=Path, help="also write the JSON report here")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child is not None:
-        harness.main(args, {"jax": jax_child})
+        harness.main(args, {"jax": jax_child, "jax_all": jax_all_child})
         return
     sys.path.insert(0, str(harness.ROOT / "benchmarks"))
     from evaluation_speed import cpu_model, emit  # beside this script
@@ -91,7 +128,17 @@ def main() -> None:
     found = harness.annotations_dir(args)
     report: dict = {"cpu": cpu_model(), "precisions": args.precisions, "runs": {}}
     print(report["cpu"], file=sys.stderr)
-    for r in range(args.rounds):
+    for config in args.configs if args.one_process else ():
+        child = ["--child", "jax_all", "--configs", config, "--precisions", *args.precisions]
+        child += ["--rounds", str(args.rounds), "--warmup", str(args.warmup)]
+        child += ["--steps", str(args.steps or STEPS.get(config, 10))]
+        if found is not None:
+            child += ["--annotations", str(found)]
+        report["runs"][config] = runs = harness.run_child(__file__, child)
+        for name in args.precisions:
+            ms = [statistics.median(run["ms_per_step"]) for run in runs[name]]
+            print(f"{config} {name}: {' '.join(f'{m:.2f}' for m in ms)} ms", file=sys.stderr)
+    for r in range(0 if args.one_process else args.rounds):
         for config in args.configs:
             steps = args.steps or STEPS.get(config, 10)
             for name in args.precisions:
@@ -103,7 +150,8 @@ def main() -> None:
                 report["runs"].setdefault(config, {}).setdefault(name, []).append(run)
                 ms = statistics.median(run["ms_per_step"])
                 print(f"round {r + 1}: {config} {name} {ms:.1f} ms", file=sys.stderr)
-    header = f"{report['cpu']}; {args.rounds} rounds of alternating fresh processes (min–max)"
+    where = "in one process per config" if args.one_process else "of alternating fresh processes"
+    header = f"{report['cpu']}; {args.rounds} rounds {where} (min–max)"
     emit(report, table(report), header, args.json)
 
 
