@@ -128,28 +128,29 @@ def main() -> None:
     found = harness.annotations_dir(args)
     report: dict = {"cpu": cpu_model(), "precisions": args.precisions, "runs": {}}
     print(report["cpu"], file=sys.stderr)
-    for config in args.configs if args.one_process else ():
-        child = ["--child", "jax_all", "--configs", config, "--precisions", *args.precisions]
-        child += ["--rounds", str(args.rounds), "--warmup", str(args.warmup)]
-        child += ["--steps", str(args.steps or STEPS.get(config, 10))]
+
+    def child(kind: str, config: str, names: list[str]) -> dict:
+        opts = ["--child", kind, "--configs", config, "--precisions", *names]
+        opts += ["--steps", str(args.steps or STEPS.get(config, 10))]
+        opts += ["--rounds", str(args.rounds), "--warmup", str(args.warmup)]
         if found is not None:
-            child += ["--annotations", str(found)]
-        report["runs"][config] = runs = harness.run_child(__file__, child)
-        for name in args.precisions:
-            ms = [statistics.median(run["ms_per_step"]) for run in runs[name]]
-            print(f"{config} {name}: {' '.join(f'{m:.2f}' for m in ms)} ms", file=sys.stderr)
-    for r in range(0 if args.one_process else args.rounds):
+            opts += ["--annotations", str(found)]
+        return harness.run_child(__file__, opts)
+
+    if args.one_process:
         for config in args.configs:
-            steps = args.steps or STEPS.get(config, 10)
+            report["runs"][config] = runs = child("jax_all", config, args.precisions)
             for name in args.precisions:
-                child = ["--child", "jax", "--configs", config, "--precisions", name]
-                child += ["--steps", str(steps), "--warmup", str(args.warmup)]
-                if found is not None:
-                    child += ["--annotations", str(found)]
-                run = harness.run_child(__file__, child)
-                report["runs"].setdefault(config, {}).setdefault(name, []).append(run)
-                ms = statistics.median(run["ms_per_step"])
-                print(f"round {r + 1}: {config} {name} {ms:.1f} ms", file=sys.stderr)
+                ms = [statistics.median(run["ms_per_step"]) for run in runs[name]]
+                print(f"{config} {name}: {' '.join(f'{m:.2f}' for m in ms)} ms", file=sys.stderr)
+    else:
+        for r in range(args.rounds):
+            for config in args.configs:
+                for name in args.precisions:
+                    run = child("jax", config, [name])
+                    report["runs"].setdefault(config, {}).setdefault(name, []).append(run)
+                    ms = statistics.median(run["ms_per_step"])
+                    print(f"round {r + 1}: {config} {name} {ms:.1f} ms", file=sys.stderr)
     where = "in one process per config" if args.one_process else "of alternating fresh processes"
     header = f"{report['cpu']}; {args.rounds} rounds {where} (min–max)"
     emit(report, table(report), header, args.json)
