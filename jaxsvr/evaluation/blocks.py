@@ -24,6 +24,11 @@ stop)`):
   |A ∩ B| from a multi-hot product, union = |A| + |B| - |A ∩ B|, in float32), weighted and
   summed as `weighted_iou` does, so every entry equals the dense matrix's bit for bit.
 - `MatrixRelevance(rel)`: the rows or columns of a materialised relevance (a split's).
+
+Positives (`Positives`: `shape` and `block(direction, start, stop)`): binary positives of
+the recall metrics beside the relevance's (single-instance retrieval: the clips narrated
+with the sentence), kept as each query's positive items, since they are few: a block is
+(count per query, item indices), not a matrix block.
 """
 
 from __future__ import annotations
@@ -84,6 +89,45 @@ class MatrixRelevance:
 
     def block(self, direction: int, start: int, stop: int) -> np.ndarray:
         return _rows_of(self.rel, direction, start, stop, np.float32)
+
+
+class Positives:
+    """Binary positives [n_videos, n_texts] (1: a positive, 0: not) as each query's positive
+    items in both directions, for `streamed.stream_stats(positives=...)`.
+
+    Example:
+      pos = Positives(split.instance_relevance())
+      count, items = pos.block(1, 0, 8)  # sentences 0..7: count [8], their clips [sum(count)]
+
+    Raises:
+      InputError: not a 2-D matrix of 0 and 1.
+    """
+
+    def __init__(self, matrix: np.ndarray):
+        matrix = np.asarray(matrix)
+        rows, cols = np.nonzero(matrix) if matrix.ndim == 2 else ((), ())  # by clip, sentence
+        if matrix.ndim != 2 or not (matrix[rows, cols] == 1).all():
+            raise InputError(
+                f"positives {matrix.shape} must be a 2-D matrix of 0 and 1 (1: the item is a "
+                "positive of the query)"
+            )
+        self.shape = matrix.shape
+        by_col = np.argsort(cols, kind="stable")  # by sentence, then clip
+        self._entries = [
+            (_offsets(rows, self.shape[0]), cols),
+            (_offsets(cols[by_col], self.shape[1]), rows[by_col]),
+        ]
+
+    def block(self, direction: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """(count [stop - start] of positives per query, their items in query order) of
+        queries start..stop - 1 of `direction` (0: clips, 1: sentences)."""
+        offsets, items = self._entries[direction]
+        return np.diff(offsets[start : stop + 1]), items[offsets[start] : offsets[stop]]
+
+
+def _offsets(query: np.ndarray, n: int) -> np.ndarray:
+    """[n + 1] offsets of each query's entries, `query` sorted."""
+    return np.searchsorted(query, np.arange(n + 1))
 
 
 def _rows_of(matrix: np.ndarray, direction: int, first: int, last: int, dtype) -> np.ndarray:

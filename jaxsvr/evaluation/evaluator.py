@@ -26,7 +26,10 @@ Context models (ConTra) see each test clip in its window: `video_windows` [Nv, W
 gathered per chunk from the feature store (the sentences come already windowed). With an
 `instance` relevance (single-instance retrieval: the clips narrated with the sentence), the
 recall metrics (R@K, ranks, RSum) count those as positives, and the class-threshold ones
-are kept as `class_*`; nDCG and mAP always use the class relevance.
+are kept as `class_*`; nDCG and mAP always use the class relevance. The NumPy engine finds
+the positives' ranks from the class pass's similarity blocks (`blocks.Positives`,
+`query_stats.positive_ranks`: three comparisons per block, no second ranking); the JAX
+engine ranks against them in a second pass.
 """
 
 from __future__ import annotations
@@ -169,14 +172,30 @@ class RetrievalEvaluator:
             stream_stats if choose_backend(self.backend) == "numpy" else jax_engine.stream_stats
         )
 
-        def reduced(relevance: np.ndarray, threshold: float) -> dict[str, Any]:
-            parts = engine(
-                scores, blocks.MatrixRelevance(relevance), threshold=threshold, share=share
-            )
-            return summarize(*(sum_over_processes(p) for p in parts))
+        def reduced(relevance: np.ndarray, threshold: float, **kw) -> list[dict[str, Any]]:
+            parts = [
+                sum_over_processes(p)
+                for p in engine(
+                    scores,
+                    blocks.MatrixRelevance(relevance),
+                    threshold=threshold,
+                    share=share,
+                    **kw,
+                )
+            ]
+            return [summarize(*parts[i : i + 2]) for i in range(0, len(parts), 2)]
 
-        single = None if self.instance is None else reduced(self.instance, 1.0)
-        return self._combine(reduced(self.relevance, self.threshold), single)
+        if self.instance is None:
+            return self._combine(reduced(self.relevance, self.threshold)[0], None)
+        if engine is stream_stats:  # the single-instance ranks from the same blocks
+            metrics, single = reduced(self.relevance, self.threshold, positives=self._positives)
+            return self._combine(metrics, single)
+        single = reduced(self.instance, 1.0)[0]  # the JAX engine ranks them again
+        return self._combine(reduced(self.relevance, self.threshold)[0], single)
+
+    @functools.cached_property
+    def _positives(self) -> blocks.Positives:
+        return blocks.Positives(self.instance)
 
     def _combine(self, metrics: dict[str, Any], single: dict[str, Any] | None) -> dict:
         """The class-relevance metrics, with the recall keys of the single-instance

@@ -171,6 +171,41 @@ def sparse_stats(
     return stats
 
 
+def positive_ranks(sim: np.ndarray, count: np.ndarray, items: np.ndarray) -> dict:
+    """n_pos, first_pos and last_pos of a block of queries against binary positives,
+    without ranking: the values a ranking with the positives as relevance (threshold 1)
+    gives, under the shared ranking rule (equal similarity: non-positives first).
+
+    The best positive's rank is 1 + #{s > best} + #{s = best, not a positive}; the worst
+    one's is #{s >= worst} (the positives tied with it all come before it or with it).
+    Three comparisons of the block against one value per query, instead of a sort.
+
+    Args:
+      sim: [n, n_items] float32 similarities of the block's queries, finite.
+      count: [n] positives of each query; items: [sum(count)] their item indices, grouped
+        by query (`blocks.Positives.block`).
+    """
+    n = len(count)
+    out = {f: np.zeros(n, np.int64) for f in ("n_pos", "first_pos", "last_pos")}
+    out["n_pos"][:] = count
+    has = count > 0
+    if not has.any():
+        return out
+    query = np.repeat(np.arange(n), count)
+    value = sim[query, items]
+    starts = np.cumsum(count) - count
+    best, worst = np.zeros(n, sim.dtype), np.zeros(n, sim.dtype)
+    best[has] = np.maximum.reduceat(value, starts[has])
+    worst[has] = np.minimum.reduceat(value, starts[has])
+    rows = sim if has.all() else sim[has]
+    best_tied = np.bincount(query[value == best[query]], minlength=n)[has]
+    above = np.count_nonzero(rows > best[has, None], axis=1)
+    tied = np.count_nonzero(rows == best[has, None], axis=1)
+    out["first_pos"][has] = 1 + above + tied - best_tied
+    out["last_pos"][has] = np.count_nonzero(rows >= worst[has, None], axis=1)
+    return out
+
+
 def _sorted_runs(gain: np.ndarray, count: np.ndarray, first: np.ndarray) -> tuple:
     """Runs of equal gain of each query in descending order, by one sort of all entries
     (r > 0, so float bits are monotone: sort the complement of the bits under the query

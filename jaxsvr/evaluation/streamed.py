@@ -10,7 +10,8 @@ block's similarity rows (one product for several blocks, up to 32 MB of similari
 BLAS packs all item embeddings per product, which costs more than a small product) and
 relevance rows, and the NumPy engine's per-query statistics of the block
 (`numpy_engine.RowBlocks`, the engine's own block ranking), written into `QueryStats` of
-each direction. Blocks go to threads (one block each, BLAS limited to one thread
+each direction; with single-instance positives (`blocks.Positives`) also their ranks from
+the same similarity blocks. Blocks go to threads (one block each, BLAS limited to one thread
 meanwhile: `runtime.process_tuning.blas_threads`); with `share` a process computes only
 its round-robin part of the blocks (the trainer's evaluator sums the parts over
 processes).
@@ -41,8 +42,8 @@ import numpy as np
 from jaxsvr.annotations.class_sets import ClassSets
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import metrics, numpy_engine
-from jaxsvr.evaluation.blocks import BlockRelevance, Embeddings, Terms
-from jaxsvr.evaluation.query_stats import QueryStats
+from jaxsvr.evaluation.blocks import BlockRelevance, Embeddings, Positives, Terms
+from jaxsvr.evaluation.query_stats import QueryStats, positive_ranks
 from jaxsvr.runtime import process_tuning
 
 log = logging.getLogger(__name__)
@@ -128,10 +129,16 @@ def stream_stats(
     block_queries: int | None = None,
     progress_s: float = 30.0,
     share: tuple[int, int] = (0, 1),
-) -> tuple[QueryStats, QueryStats]:
+    positives: Positives | None = None,
+) -> tuple[QueryStats, ...]:
     """Per-query statistics (v2t, t2v) of `scores` (`Embeddings` or `Matrix`) against
     `relevance` (`BlockRelevance` or `MatrixRelevance`); other arguments as in
     `evaluate_embeddings`.
+
+    With `positives` (`blocks.Positives`: single-instance positives) two more statistics
+    follow, (v2t, t2v) of those positives: n_pos, first_pos and last_pos as a ranking
+    with them as relevance would give (`query_stats.positive_ranks`, from the same
+    similarity blocks, without ranking again); their other fields stay zero.
 
     `share` = (index, count) computes only the blocks of one of `count` processes: jobs (a
     similarity product of one or more blocks) are dealt round-robin, and the other
@@ -145,6 +152,11 @@ def stream_stats(
             f"{relevance.shape[0]} clips x {relevance.shape[1]} sentences: one row per clip "
             "and sentence, in the tables' order"
         )
+    if positives is not None and tuple(positives.shape) != tuple(scores.shape):
+        raise InputError(
+            f"{scores.shape[0]} videos x {scores.shape[1]} texts scored, but positives of "
+            f"{positives.shape[0]} clips x {positives.shape[1]} sentences"
+        )
     if not 0.0 < threshold <= 1.0:
         raise InputError(f"positive threshold must be in (0, 1], got {threshold}")
     index, count = share
@@ -155,6 +167,8 @@ def stream_stats(
     plan = _plan(n_queries, n_items, memory, workers or min(4, os.cpu_count() or 1), block_queries)
     workers, rows, group = plan
     out = (QueryStats.empty(n_queries[0]), QueryStats.empty(n_queries[1]))
+    if positives is not None:  # the positives' statistics of each direction
+        out += (QueryStats.empty(n_queries[0]), QueryStats.empty(n_queries[1]))
     jobs = [(d, start) for d in (0, 1) for start in range(0, n_queries[d], group[d])]
     jobs = jobs[index::count]
     size = max(rows[d] * n_items[d] for d in (0, 1))
@@ -179,7 +193,10 @@ def stream_stats(
         for start in range(first, last, rows[d]):
             stop = min(start + rows[d], last)
             r = relevance.block(d, start, stop)
-            out[d].put(start, local.ranker(sims[start - first : stop - first], r, threshold))
+            sim = sims[start - first : stop - first]
+            out[d].put(start, local.ranker(sim, r, threshold))
+            if positives is not None:
+                out[2 + d].put(start, positive_ranks(sim, *positives.block(d, start, stop)))
             progress.done()
 
     if workers == 1 or len(jobs) <= 1:  # BLAS may use every core for the products
