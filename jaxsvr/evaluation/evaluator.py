@@ -28,7 +28,7 @@ gathered per chunk from the feature store (the sentences come already windowed).
 recall metrics (R@K, ranks, RSum) count those as positives, and the class-threshold ones
 are kept as `class_*`; nDCG and mAP always use the class relevance. The NumPy engine finds
 the positives' ranks from the class pass's similarity blocks (`blocks.Positives`,
-`query_stats.positive_ranks`: three comparisons per block, no second ranking); the JAX
+`query_stats.positive_ranks`: a comparison or two per block, no second ranking); the JAX
 engine ranks against them in a second pass.
 """
 

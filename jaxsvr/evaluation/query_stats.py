@@ -176,9 +176,11 @@ def positive_ranks(sim: np.ndarray, count: np.ndarray, items: np.ndarray) -> dic
     without ranking: the values a ranking with the positives as relevance (threshold 1)
     gives, under the shared ranking rule (equal similarity: non-positives first).
 
-    The best positive's rank is 1 + #{s > best} + #{s = best, not a positive}; the worst
-    one's is #{s >= worst} (the positives tied with it all come before it or with it).
-    Three comparisons of the block against one value per query, instead of a sort.
+    The best positive's rank is 1 + #{s > best} + #{s = best, not a positive}, that is
+    1 + #{s >= best} - #{positives = best}; the worst one's is #{s >= worst} (the positives
+    tied with it come before it or with it). One or two comparisons of the block against
+    a value per query (one where every query's positives share a score: a single positive
+    each, as at EK-100), instead of a sort.
 
     Args:
       sim: [n, n_items] float32 similarities of the block's queries, finite.
@@ -199,10 +201,10 @@ def positive_ranks(sim: np.ndarray, count: np.ndarray, items: np.ndarray) -> dic
     worst[has] = np.minimum.reduceat(value, starts[has])
     rows = sim if has.all() else sim[has]
     best_tied = np.bincount(query[value == best[query]], minlength=n)[has]
-    above = np.count_nonzero(rows > best[has, None], axis=1)
-    tied = np.count_nonzero(rows == best[has, None], axis=1)
-    out["first_pos"][has] = 1 + above + tied - best_tied
-    out["last_pos"][has] = np.count_nonzero(rows >= worst[has, None], axis=1)
+    at_best = np.count_nonzero(rows >= best[has, None], axis=1)
+    out["first_pos"][has] = 1 + at_best - best_tied
+    same = np.array_equal(best, worst)  # -0.0 equals 0.0 here too
+    out["last_pos"][has] = at_best if same else np.count_nonzero(rows >= worst[has, None], axis=1)
     return out
 
 
