@@ -18,8 +18,10 @@ import sys
 from jaxsvr.runtime import distributed
 
 
-def main(out: str) -> None:
-    distributed.join("auto")
+def seeded_evaluator(backend: str = "numpy", nv: int = 90, nt: int = 70):
+    """(params, evaluator): an MME model with seeded parameters and its streamed
+    `RetrievalEvaluator` on random inputs with tied similarities (repeated clips and
+    sentences), graded relevance (threshold 0.5) and single-instance positives."""
     import jax
     import numpy as np
 
@@ -28,7 +30,6 @@ def main(out: str) -> None:
     from jaxsvr.runtime import parallel
 
     rng = np.random.default_rng(0)
-    nv, nt = 90, 70
     video = rng.normal(size=(nv, 3, 16)).astype(np.float32)
     video[::7] = video[0]  # tied similarities: repeated clips and sentences
     caption = rng.integers(1, 40, (nt, 5)).astype(np.int32)
@@ -45,9 +46,17 @@ def main(out: str) -> None:
         parallel.make_mesh(),
         chunk=16,
         threshold=0.5,
-        backend="numpy",
+        backend=backend,
         instance=instance,
     )
+    return params, evaluator
+
+
+def main(out: str) -> None:
+    distributed.join("auto")
+    import jax
+
+    params, evaluator = seeded_evaluator()
     metrics = evaluator(params)
     metrics.pop("eval_seconds")
     if jax.process_index() == 0:

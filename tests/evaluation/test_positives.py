@@ -1,16 +1,14 @@
 """Single-instance positives ranked from the class pass's similarity blocks
 (`blocks.Positives`, `query_stats.positive_ranks`) equal a second ranking against them."""
 
-import jax
 import numpy as np
 import pytest
+from distributed_evaluation import seeded_evaluator
 
 from jaxsvr.errors import InputError
 from jaxsvr.evaluation import blocks
-from jaxsvr.evaluation.evaluator import RECALL_KEYS, RetrievalEvaluator
+from jaxsvr.evaluation.evaluator import RECALL_KEYS
 from jaxsvr.evaluation.streamed import stream_stats
-from jaxsvr.models import mme
-from jaxsvr.runtime import parallel
 
 RANK_FIELDS = ("n_pos", "first_pos", "last_pos")
 
@@ -90,33 +88,13 @@ def test_evaluator_recalls_equal_the_jax_engines_second_pass():
     """The evaluator's single-instance recall keys through the NumPy engine's fused pass
     equal those of the JAX engine, which ranks against the positives again; tied
     similarities (repeated clips and sentences) included."""
-    rng = np.random.default_rng(0)
-    nv, nt = 40, 30
-    video = rng.normal(size=(nv, 3, 16)).astype(np.float32)
-    video[::7] = video[0]
-    caption = rng.integers(1, 40, (nt, 5)).astype(np.int32)
-    caption[::5] = caption[0]
-    rel = np.round(rng.uniform(size=(nv, nt)) * 4).astype(np.float32) / 4
-    instance = (rng.uniform(size=(nv, nt)) < 0.05).astype(np.float32)
-    model = mme.Model(vocab_size=40, video_dim=16, embed_dim=8, word_dim=6)
-    params = model.init(jax.random.key(0), {"video": video[:2], "caption": caption[:2]})
     got = {}
     for backend in ("numpy", "jax"):
-        evaluator = RetrievalEvaluator(
-            model,
-            video,
-            {"caption": caption},
-            rel,
-            parallel.make_mesh(),
-            chunk=16,
-            threshold=0.5,
-            backend=backend,
-            instance=instance,
-        )
+        params, evaluator = seeded_evaluator(backend, nv=40, nt=30)
         got[backend] = evaluator(params)
     keys = [k for k in got["numpy"] if k.startswith(RECALL_KEYS) or "class_" in k]
     assert any(k.startswith("medr") for k in keys) and "class_rsum" in keys
-    assert got["numpy"]["tied_v2t"] > 0
+    assert got["numpy"]["tied_v2t"] > 0 and got["numpy"]["excluded_recall_v2t"] > 0
     for key in keys:
         assert got["numpy"][key] == pytest.approx(got["jax"][key], abs=1e-9), key
 
