@@ -18,8 +18,9 @@ strided copy is faster than the trial's own loops), then treated as rows. The su
 another order than the engine's (`np.add.reduceat`), so statistics agree to about 1e-15
 relative, not bit for bit; counts and ranks agree exactly. Relevant items with equal
 similarity in one row (the engine orders them by gain) are not handled: the trial counts
-such rows and the rows whose keys span 2^31 values or more (the engine's packed path),
-and the report says how many there were (none with the benchmark's tie-free similarity).
+them and the report says how many there were (`unhandled`: none with the benchmark's
+tie-free similarity). Blocks whose keys span 2^31 values or more (the engine's packed
+path) or that hold more than 255 distinct gains stop the trial with an error.
 
 Measured alternately with the engine in one process, on the same inputs and threads;
 the numba code compiles for the x86-64-v3 level (AVX2, no AVX-512) when NumPy runs its
