@@ -26,10 +26,10 @@ Context models (ConTra) see each test clip in its window: `video_windows` [Nv, W
 gathered per chunk from the feature store (the sentences come already windowed). With an
 `instance` relevance (single-instance retrieval: the clips narrated with the sentence), the
 recall metrics (R@K, ranks, RSum) count those as positives, and the class-threshold ones
-are kept as `class_*`; nDCG and mAP always use the class relevance. The NumPy engine finds
+are kept as `class_*`; nDCG and mAP always use the class relevance. Both engines find
 the positives' ranks from the class pass's similarity blocks (`blocks.Positives`,
-`query_stats.positive_ranks`: a comparison or two per block, no second ranking); the JAX
-engine ranks against them in a second pass.
+`query_stats.positive_ranks` and its jitted twin: a comparison or two per block, no
+second ranking).
 """
 
 from __future__ import annotations
@@ -187,11 +187,9 @@ class RetrievalEvaluator:
 
         if self.instance is None:
             return self._combine(reduced(self.relevance, self.threshold)[0], None)
-        if engine is stream_stats:  # the single-instance ranks from the same blocks
-            metrics, single = reduced(self.relevance, self.threshold, positives=self._positives)
-            return self._combine(metrics, single)
-        single = reduced(self.instance, 1.0)[0]  # the JAX engine ranks them again
-        return self._combine(reduced(self.relevance, self.threshold)[0], single)
+        # the single-instance positives' ranks from the same similarity blocks
+        metrics, single = reduced(self.relevance, self.threshold, positives=self._positives)
+        return self._combine(metrics, single)
 
     @functools.cached_property
     def _positives(self) -> blocks.Positives:

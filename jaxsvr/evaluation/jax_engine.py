@@ -19,7 +19,9 @@ held; with `share` a process ranks only its round-robin part of the blocks. Ever
 the device gets is padded to one shape per direction on the host, so nothing compiles per
 block, and the host prepares a block while the device ranks the one before. The blocks
 are those of `query_stats`, so on the same similarity both give the same statistics bit
-for bit. Timings on an H100: docs/benchmarks.md ("On a GPU").
+for bit. Single-instance positives (`positives=`) are ranked from the same blocks by
+comparisons (`_positive_stats`, the jitted twin of `query_stats.positive_ranks`).
+Timings on an H100: docs/benchmarks.md ("On a GPU").
 """
 
 from __future__ import annotations
@@ -56,18 +58,24 @@ def query_stats(
 
 
 def stream_stats(
-    scores, relevance, *, threshold: float = 1.0, share: tuple[int, int] = (0, 1)
-) -> tuple[QueryStats, QueryStats]:
+    scores,
+    relevance,
+    *,
+    threshold: float = 1.0,
+    share: tuple[int, int] = (0, 1),
+    positives: blocks.Positives | None = None,
+) -> tuple[QueryStats, ...]:
     """Per-query statistics (v2t, t2v) of block sources (module docstring): `scores` a
     `blocks.Embeddings` or `blocks.Matrix`, `relevance` a `blocks.MatrixRelevance` or
-    `blocks.BlockRelevance`; `share` = (index, count) as in `streamed.stream_stats` (the
-    other queries' statistics stay zero).
+    `blocks.BlockRelevance`; `share` = (index, count) and `positives` as in
+    `streamed.stream_stats` (the other queries' statistics stay zero; with positives, two
+    more statistics follow, their ranks from the same similarity blocks on the device).
 
     Raises:
       InputError: a block's similarity is not finite.
     """
     index, count = share
-    out = []
+    out, single = [], []
     # the host's only BLAS work is the IoU tables' small products: OpenBLAS's other
     # threads would spin between them, burning most of the host's CPU time
     with jax.enable_x64(True), process_tuning.blas_threads(1):
@@ -76,32 +84,61 @@ def stream_stats(
             rows = _rows(n_queries, n_items)
             similarity = _similarity_rows(scores, d, rows)
             relevant = _relevance_rows(relevance, d, rows)
-            stats = QueryStats.empty(n_queries)
+            stats = [QueryStats.empty(n_queries) for _ in range(1 if positives is None else 2)]
             pending = None  # the block in flight: the host prepares the next one meanwhile
             for job, start in enumerate(range(0, n_queries, rows)):
                 if job % count != index:
                     continue
                 stop = min(start + rows, n_queries)
                 s = similarity(start, stop)
-                part = _block_stats(s, relevant(start, stop), jnp.float32(threshold))
+                parts = [_block_stats(s, relevant(start, stop), jnp.float32(threshold))]
+                if positives is not None:
+                    mask = _positive_mask(positives.block(d, start, stop), rows, n_items)
+                    parts.append(_positive_stats(s, mask))
                 if pending is not None:
                     _collect(stats, d, *pending)
-                pending = (start, stop, _all_finite(s), part)
+                pending = (start, stop, _all_finite(s), parts)
             if pending is not None:
                 _collect(stats, d, *pending)
-            out.append(stats)
-    return out[0], out[1]
+            out.append(stats[0])
+            single += stats[1:]
+    return (*out, *single)
 
 
-def _collect(stats: QueryStats, direction: int, start: int, stop: int, finite, part) -> None:
-    """Wait for a block's statistics and write them into `stats`."""
+def _collect(stats: list, direction: int, start: int, stop: int, finite, parts) -> None:
+    """Wait for a block's statistics and write them into `stats` (one per part)."""
     if not bool(finite):
         raise InputError(
             f"similarity of {('video', 'text')[direction]} queries {start}..{stop - 1} "
             "has non-finite values: scale the embeddings or fix the model output"
         )
-    part = jax.device_get(part)
-    stats.put(start, {k: v[: stop - start] for k, v in part.items()})
+    for into, part in zip(stats, jax.device_get(parts)):
+        into.put(start, {k: v[: stop - start] for k, v in part.items()})
+
+
+def _positive_mask(block: tuple[np.ndarray, np.ndarray], rows: int, n_items: int) -> np.ndarray:
+    """[rows, n_items] bool mask of a block's positives (`Positives.block`), padded."""
+    count, items = block
+    mask = np.zeros((rows, n_items), np.bool_)
+    mask[np.repeat(np.arange(len(count)), count), items] = True
+    return mask
+
+
+@jax.jit
+def _positive_stats(s, positive):
+    """n_pos, first_pos, last_pos of binary positives from comparisons, as
+    `query_stats.positive_ranks` (no sort; -0.0 == 0.0 in the comparisons)."""
+    n_pos = jnp.sum(positive, axis=1)
+    best = jnp.max(jnp.where(positive, s, -jnp.inf), axis=1, keepdims=True)
+    worst = jnp.min(jnp.where(positive, s, jnp.inf), axis=1, keepdims=True)
+    best_tied = jnp.sum(positive & (s == best), axis=1)
+    first = 1 + jnp.sum(s >= best, axis=1) - best_tied
+    last = jnp.sum(s >= worst, axis=1)
+    return dict(
+        n_pos=n_pos.astype(jnp.int64),
+        first_pos=jnp.where(n_pos > 0, first, 0).astype(jnp.int64),
+        last_pos=jnp.where(n_pos > 0, last, 0).astype(jnp.int64),
+    )
 
 
 def _similarity_rows(scores, direction: int, rows: int):

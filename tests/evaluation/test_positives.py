@@ -6,17 +6,17 @@ import pytest
 from distributed_evaluation import seeded_evaluator
 
 from jaxsvr.errors import InputError
-from jaxsvr.evaluation import blocks
+from jaxsvr.evaluation import blocks, jax_engine
 from jaxsvr.evaluation.evaluator import RECALL_KEYS
 from jaxsvr.evaluation.streamed import stream_stats
 
 RANK_FIELDS = ("n_pos", "first_pos", "last_pos")
 
 
-def _tied_case(rng, trial):
+def _tied_case(rng, trial, shape=None):
     """Similarities with many ties (few levels, -0.0 beside 0.0) or none, graded class
     relevance and binary positives: some queries have none, some several."""
-    nv, nt = rng.integers(1, 30, 2)
+    nv, nt = shape or rng.integers(1, 30, 2)
     levels = rng.integers(1, 5)
     sim = (rng.integers(-levels, levels + 1, (nv, nt)) / levels).astype(np.float32)
     sim[(sim == 0) & (rng.uniform(size=sim.shape) < 0.5)] = -0.0
@@ -84,10 +84,28 @@ def test_positives_of_another_shape_are_refused():
         )
 
 
-def test_evaluator_recalls_equal_the_jax_engines_second_pass():
-    """The evaluator's single-instance recall keys through the NumPy engine's fused pass
-    equal those of the JAX engine, which ranks against the positives again; tied
-    similarities (repeated clips and sentences) included."""
+def test_jax_engine_positive_ranks_equal_its_ranking_against_them():
+    """The JAX engine's jitted twin gives its own second ranking's integers, and the NumPy
+    engine's (one shape, so the blocks compile once)."""
+    rng = np.random.default_rng(1)
+    for trial in range(8):
+        sim, pos, rel = _tied_case(rng, trial, shape=(23, 17))
+        scores, positives = blocks.Matrix(sim), blocks.Positives(pos)
+        fused = jax_engine.stream_stats(scores, blocks.MatrixRelevance(rel), positives=positives)
+        ranked = jax_engine.stream_stats(scores, blocks.MatrixRelevance(pos))
+        numpy_fused = stream_stats(scores, blocks.MatrixRelevance(rel), positives=positives)
+        assert len(fused) == 4
+        for d in (0, 1):
+            for field in RANK_FIELDS:
+                want = getattr(ranked[d], field)
+                np.testing.assert_array_equal(getattr(fused[2 + d], field), want, err_msg=field)
+                np.testing.assert_array_equal(getattr(numpy_fused[2 + d], field), want)
+
+
+def test_evaluator_recalls_are_the_same_with_either_engine():
+    """The evaluator's single-instance recall keys and `class_*` keys through the NumPy
+    engine equal the JAX engine's; tied similarities (repeated clips and sentences)
+    included."""
     got = {}
     for backend in ("numpy", "jax"):
         params, evaluator = seeded_evaluator(backend, nv=40, nt=30)
