@@ -28,8 +28,8 @@ gathered per chunk from the feature store (the sentences come already windowed).
 recall metrics (R@K, ranks, RSum) count those as positives, and the class-threshold ones
 are kept as `class_*`; nDCG and mAP always use the class relevance. Both engines find
 the positives' ranks from the class pass's similarity blocks (`blocks.Positives`,
-`query_stats.positive_ranks` and its jitted twin: a comparison or two per block, no
-second ranking).
+`query_stats.positive_ranks` and its jitted twin: comparisons with the best and worst
+positive's score, no second ranking).
 """
 
 from __future__ import annotations

@@ -74,6 +74,12 @@ def stream_stats(
     Raises:
       InputError: a block's similarity is not finite.
     """
+    for name, source in (("relevance", relevance), ("positives", positives)):
+        if source is not None and tuple(source.shape) != tuple(scores.shape):
+            raise InputError(
+                f"{scores.shape[0]} videos x {scores.shape[1]} texts scored, but {name} of "
+                f"{source.shape[0]} clips x {source.shape[1]} sentences"
+            )
     index, count = share
     out, single = [], []
     # the host's only BLAS work is the IoU tables' small products: OpenBLAS's other
@@ -85,6 +91,8 @@ def stream_stats(
             similarity = _similarity_rows(scores, d, rows)
             relevant = _relevance_rows(relevance, d, rows)
             stats = [QueryStats.empty(n_queries) for _ in range(1 if positives is None else 2)]
+            if positives is not None:
+                positive = _positive_entries(positives, d, rows)
             pending = None  # the block in flight: the host prepares the next one meanwhile
             for job, start in enumerate(range(0, n_queries, rows)):
                 if job % count != index:
@@ -93,8 +101,7 @@ def stream_stats(
                 s = similarity(start, stop)
                 parts = [_block_stats(s, relevant(start, stop), jnp.float32(threshold))]
                 if positives is not None:
-                    mask = _positive_mask(positives.block(d, start, stop), rows, n_items)
-                    parts.append(_positive_stats(s, mask))
+                    parts.append(_positive_stats(s, positive(start, stop)))
                 if pending is not None:
                     _collect(stats, d, *pending)
                 pending = (start, stop, _all_finite(s), parts)
@@ -116,18 +123,29 @@ def _collect(stats: list, direction: int, start: int, stop: int, finite, parts) 
         into.put(start, {k: v[: stop - start] for k, v in part.items()})
 
 
-def _positive_mask(block: tuple[np.ndarray, np.ndarray], rows: int, n_items: int) -> np.ndarray:
-    """[rows, n_items] bool mask of a block's positives (`Positives.block`), padded."""
-    count, items = block
-    mask = np.zeros((rows, n_items), np.bool_)
-    mask[np.repeat(np.arange(len(count)), count), items] = True
-    return mask
+def _positive_entries(positives: blocks.Positives, direction: int, rows: int):
+    """f(start, stop): the block's positives as flat indices query * n_items + item (int32
+    when they fit), padded to one length per direction with an index past the block, which
+    the device's scatter drops: only the indices travel, not a mask of the block."""
+    n_queries, n_items = positives.shape[direction], positives.shape[1 - direction]
+    ends = [(a, min(a + rows, n_queries)) for a in range(0, n_queries, rows)]
+    length = max(max(len(positives.block(direction, a, b)[1]) for a, b in ends), 1)
+    dtype = np.int32 if rows * n_items < 2**31 else np.int64
+
+    def entries(start: int, stop: int) -> np.ndarray:
+        count, items = positives.block(direction, start, stop)
+        flat = np.full(length, rows * n_items, dtype)
+        flat[: len(items)] = np.repeat(np.arange(len(count)) * n_items, count) + items
+        return flat
+
+    return entries
 
 
 @jax.jit
-def _positive_stats(s, positive):
-    """n_pos, first_pos, last_pos of binary positives from comparisons, as
-    `query_stats.positive_ranks` (no sort; -0.0 == 0.0 in the comparisons)."""
+def _positive_stats(s, entries):
+    """n_pos, first_pos, last_pos of binary positives (`_positive_entries`) from
+    comparisons, as `query_stats.positive_ranks` (no sort; -0.0 == 0.0 in them)."""
+    positive = jnp.zeros(s.size, jnp.bool_).at[entries].set(True, mode="drop").reshape(s.shape)
     n_pos = jnp.sum(positive, axis=1)
     best = jnp.max(jnp.where(positive, s, -jnp.inf), axis=1, keepdims=True)
     worst = jnp.min(jnp.where(positive, s, jnp.inf), axis=1, keepdims=True)

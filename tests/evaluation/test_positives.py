@@ -74,19 +74,24 @@ def test_positives_that_are_not_binary_are_refused(matrix, match):
         blocks.Positives(matrix)
 
 
-def test_positives_of_another_shape_are_refused():
+@pytest.mark.parametrize("engine", [stream_stats, jax_engine.stream_stats])
+def test_positives_of_another_shape_are_refused(engine):
     sim = np.zeros((3, 4), np.float32)
     with pytest.raises(InputError, match="3 videos x 4 texts scored, but positives of 4 clips"):
-        stream_stats(
+        engine(
             blocks.Matrix(sim),
             blocks.MatrixRelevance(sim),
             positives=blocks.Positives(np.zeros((4, 3), np.float32)),
         )
 
 
-def test_jax_engine_positive_ranks_equal_its_ranking_against_them():
+@pytest.mark.parametrize("block_elements", [None, 17 * 5])
+def test_jax_engine_positive_ranks_equal_its_ranking_against_them(monkeypatch, block_elements):
     """The JAX engine's jitted twin gives its own second ranking's integers, and the NumPy
-    engine's (one shape, so the blocks compile once)."""
+    engine's (one shape, so the blocks compile once; 85 elements: padded blocks of 5 and 3
+    queries)."""
+    if block_elements:
+        monkeypatch.setattr(jax_engine, "_BLOCK_ELEMENTS", block_elements)
     rng = np.random.default_rng(1)
     for trial in range(8):
         sim, pos, rel = _tied_case(rng, trial, shape=(23, 17))
