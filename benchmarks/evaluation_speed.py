@@ -29,9 +29,10 @@ evaluation is deterministic and comparable):
   `searchsorted` of each row's relevant items (issue 18's idea; the relevant items come
   sorted per row, which the search needs to be fast);
 - `jax_cpu`: the jitted JAX engine on this CPU (the accelerator engine; slow on CPU);
-- `compiled_trial` (needs numba, not a jaxsvr dependency): what a compiled kernel would
-  save, `compiled_kernel_trial.py` alternating with the engine in one process, NumPy's
-  code paths as the command chooses them (not among the default kinds);
+- `compiled_trial`, `compiled_trial_c`: what a compiled kernel would save,
+  `compiled_kernel_trial.py` alternating with the engine in one process, NumPy's code
+  paths as the command chooses them; its kernels in numba (needs numba, not a jaxsvr
+  dependency) or in C (needs a C compiler). Not among the default kinds;
 - `relevance_cli`: `python -m jaxsvr.relevance epic100 ...` end to end (wall, peak RSS);
 - `batch_512`: one 512 x 512 batch relevance matrix from `RelevanceIndex` (train clips).
 
@@ -127,15 +128,13 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
         from ranking_variants import ranking_variants  # beside this script
 
         return ranking_variants(sim, rel)
-    if what == "compiled_trial":
+    if what.startswith("compiled_trial"):
+        from compiled_kernel_trial import compiled_trial  # beside this script
+
         from jaxsvr.runtime import process_tuning
 
         process_tuning.keep_freed_memory()  # as the command
-        start = time.perf_counter()
-        from compiled_kernel_trial import compiled_trial  # beside this script; imports numba
-
-        import_seconds = time.perf_counter() - start
-        return {"import_seconds": import_seconds, **compiled_trial(sim, rel)}
+        return compiled_trial(sim, rel, "c" if what.endswith("_c") else "numba")
     start, cpu = time.perf_counter(), time.process_time()
     if what.startswith("packed"):  # the engine with its packed 64-bit sort only
         import functools
@@ -239,7 +238,7 @@ def _child_env(what: str) -> dict:
 
     if what.endswith("_avx2"):
         env["NPY_DISABLE_CPU_FEATURES"] = process_tuning._feature_names()
-    elif what in ("evaluate_cli_inside", "compiled_trial"):  # the command's choice
+    elif what in ("evaluate_cli_inside", "compiled_trial", "compiled_trial_c"):  # as the command
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
         except OSError:
@@ -341,19 +340,19 @@ def table(report: dict) -> str:
             f"{_span(report['cli_speedup_vs_baseline'], '{:.1f}')}×; max abs difference of "
             f"nDCG/mAP {report['max_abs_diff_vs_baseline']:.1e}"
         )
-    if "compiled_trial" in runs:
-        trial = runs["compiled_trial"]
+    for what in ("compiled_trial", "compiled_trial_c"):
+        if what not in runs:
+            continue
+        trial = runs[what]
         engine = _span([min(r["engine_seconds"]) for r in trial], "{:.2f}")
         compiled = _span([min(r["trial_seconds"]) for r in trial], "{:.2f}")
-        loading = _span(
-            [r["import_seconds"] + r["first_call_small_seconds"] for r in trial], "{:.2f}"
-        )
+        load = [r["load_seconds"] + r["first_call_small_seconds"] for r in trial]
         worst = max(r["max_relative_difference"] for r in trial)
         lines.append(
-            f"Compiled-kernel trial (best call per process): engine {engine} s, trial "
-            f"{compiled} s; numba's import and first call {loading} s per process; "
-            f"statistics within {worst:.0e} relative, counts and ranks equal: "
-            f"{all(r['counts_and_ranks_equal'] for r in trial)}"
+            f"Compiled-kernel trial ({trial[0]['kernel']}; best call per process): engine "
+            f"{engine} s, trial {compiled} s; loading and a first small call "
+            f"{_span(load, '{:.3f}')} s per process; statistics within {worst:.0e} relative, "
+            f"counts and ranks equal: {all(r['counts_and_ranks_equal'] for r in trial)}"
         )
     if "ranking" in runs:
         packed = [r["packed_int64_sort"] for r in runs["ranking"]]
@@ -396,8 +395,9 @@ def main() -> None:
             kinds += ["baseline"] + (["baseline_avx2"] if avx512 else [])
         kinds += ["ranking", "relevance_cli", "batch_512"]
         kinds += ["jax_cpu"] if args.with_jax_cpu else []
-        kinds += ["compiled_trial"]  # only when --kinds names it (below)
-        kinds = [k for k in kinds if k in (args.kinds or set(kinds) - {"compiled_trial"})]
+        trials = ["compiled_trial", "compiled_trial_c"]  # only when --kinds names them
+        kinds += trials
+        kinds = [k for k in kinds if k in (args.kinds or set(kinds) - set(trials))]
         for rep in range(args.repeats):
             for what in kinds:
                 r = subprocess.run(
