@@ -72,7 +72,8 @@ def stream_stats(
     more statistics follow, their ranks from the same similarity blocks on the device).
 
     Raises:
-      InputError: a block's similarity is not finite.
+      InputError: a block's similarity is not finite, or the relevance or positives are of
+        another shape than the scores.
     """
     for name, source in (("relevance", relevance), ("positives", positives)):
         if source is not None and tuple(source.shape) != tuple(scores.shape):
