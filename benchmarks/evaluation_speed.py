@@ -29,10 +29,10 @@ evaluation is deterministic and comparable):
   `searchsorted` of each row's relevant items (issue 18's idea; the relevant items come
   sorted per row, which the search needs to be fast);
 - `jax_cpu`: the jitted JAX engine on this CPU (the accelerator engine; slow on CPU);
-- `compiled_trial`, `compiled_trial_c`: what a compiled kernel would save,
-  `compiled_kernel_trial.py` alternating with the engine in one process, NumPy's code
-  paths as the command chooses them; its kernels in numba (needs numba, not a jaxsvr
-  dependency) or in C (needs a C compiler). Not among the default kinds;
+- `KIND:numpy` (e.g. `evaluate_cli_inside:numpy`): KIND with the engine's compiled
+  kernel turned off (JAXSVR_COMPILED_KERNEL=0, `jaxsvr.evaluation.compiled_kernel`): its
+  NumPy passes, the same statistics bit for bit; the default kinds include
+  `ours_avx2:numpy` (or `ours:numpy`), `evaluate_cli_inside:numpy` and `evaluate_cli:numpy`;
 - `relevance_cli`: `python -m jaxsvr.relevance epic100 ...` end to end (wall, peak RSS);
 - `batch_512`: one 512 x 512 batch relevance matrix from `RelevanceIndex` (train clips).
 
@@ -82,7 +82,10 @@ def _inputs(epic: Path, tmp: Path):
 def _child(what: str, tmp: Path, epic: Path) -> dict:
     import numpy as np
 
-    out: dict = {}
+    from jaxsvr.evaluation import compiled_kernel
+
+    what = what.removesuffix(":numpy")  # the environment turned the kernel off
+    out: dict = {"compiled_kernel": compiled_kernel.load() is not None}
     if what == "relevance_cli":
         out.update(
             _time_cli(
@@ -128,13 +131,6 @@ def _child(what: str, tmp: Path, epic: Path) -> dict:
         from ranking_variants import ranking_variants  # beside this script
 
         return ranking_variants(sim, rel)
-    if what.startswith("compiled_trial"):
-        from compiled_kernel_trial import compiled_trial  # beside this script
-
-        from jaxsvr.runtime import process_tuning
-
-        process_tuning.keep_freed_memory()  # as the command
-        return compiled_trial(sim, rel, "c" if what.endswith("_c") else "numba")
     start, cpu = time.perf_counter(), time.process_time()
     if what.startswith("packed"):  # the engine with its packed 64-bit sort only
         import functools
@@ -233,12 +229,15 @@ def emit(report: dict, table_text: str, header: str, path: Path | None) -> None:
 def _child_env(what: str) -> dict:
     """The environment of a measurement: NumPy's default code paths, or its AVX2 ones."""
     env = {k: v for k, v in os.environ.items() if k != "NPY_DISABLE_CPU_FEATURES"}
+    if what.endswith(":numpy"):
+        env["JAXSVR_COMPILED_KERNEL"] = "0"
+        what = what.removesuffix(":numpy")
     sys.path.insert(0, str(ROOT))
     from jaxsvr.runtime import process_tuning
 
     if what.endswith("_avx2"):
         env["NPY_DISABLE_CPU_FEATURES"] = process_tuning._feature_names()
-    elif what in ("evaluate_cli_inside", "compiled_trial", "compiled_trial_c"):  # as the command
+    elif what == "evaluate_cli_inside":  # as the command
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
         except OSError:
@@ -292,12 +291,16 @@ def table(report: dict) -> str:
     """README's rows: wall-time and peak-RSS ranges over the repetitions."""
     runs = report["runs"]
     rows = [
-        ("`evaluate` (NumPy engine): nDCG + mAP + all variants, both directions", "ours"),
-        ("the same with NumPy's AVX2 code paths (what CPUs without AVX-512 run)", "ours_avx2"),
+        ("`evaluate` (CPU engine): nDCG + mAP + all variants, both directions", "ours"),
+        ("the same, the engine's NumPy passes (compiled kernel off)", "ours:numpy"),
+        ("`evaluate` with NumPy's AVX2 code paths (what CPUs without AVX-512 run)", "ours_avx2"),
+        ("the same, NumPy passes", "ours_avx2:numpy"),
         ("`evaluate` with the packed 64-bit sort only (the engine before)", "packed"),
         ("the same with NumPy's AVX2 code paths", "packed_avx2"),
         ("`python -m jaxsvr.evaluate`: its `metrics.evaluate` call inside", "evaluate_cli_inside"),
+        ("the same, NumPy passes", "evaluate_cli_inside:numpy"),
         ("`python -m jaxsvr.evaluate` end to end (interpreter start, loading)", "evaluate_cli"),
+        ("the same, NumPy passes", "evaluate_cli:numpy"),
         ("straightforward NumPy evaluation (`tests/ek100_baseline.py`)", "baseline"),
         ("the same with NumPy's AVX2 code paths", "baseline_avx2"),
         ("JAX engine on this CPU (jitted, for accelerators)", "jax_cpu"),
@@ -340,20 +343,6 @@ def table(report: dict) -> str:
             f"{_span(report['cli_speedup_vs_baseline'], '{:.1f}')}×; max abs difference of "
             f"nDCG/mAP {report['max_abs_diff_vs_baseline']:.1e}"
         )
-    for what in ("compiled_trial", "compiled_trial_c"):
-        if what not in runs:
-            continue
-        trial = runs[what]
-        engine = _span([min(r["engine_seconds"]) for r in trial], "{:.2f}")
-        compiled = _span([min(r["trial_seconds"]) for r in trial], "{:.2f}")
-        load = [r["load_seconds"] + r["first_call_small_seconds"] for r in trial]
-        worst = max(r["max_relative_difference"] for r in trial)
-        lines.append(
-            f"Compiled-kernel trial ({trial[0]['kernel']}; best call per process): engine "
-            f"{engine} s, trial {compiled} s; loading and a first small call "
-            f"{_span(load, '{:.3f}')} s per process; statistics within {worst:.0e} relative, "
-            f"counts and ranks equal: {all(r['counts_and_ranks_equal'] for r in trial)}"
-        )
     if "ranking" in runs:
         packed = [r["packed_int64_sort"] for r in runs["ranking"]]
         searched = [r["float32_sort_searchsorted"] for r in runs["ranking"]]
@@ -395,9 +384,9 @@ def main() -> None:
             kinds += ["baseline"] + (["baseline_avx2"] if avx512 else [])
         kinds += ["ranking", "relevance_cli", "batch_512"]
         kinds += ["jax_cpu"] if args.with_jax_cpu else []
-        trials = ["compiled_trial", "compiled_trial_c"]  # only when --kinds names them
-        kinds += trials
-        kinds = [k for k in kinds if k in (args.kinds or set(kinds) - set(trials))]
+        numpy_passes = ["ours_avx2" if avx512 else "ours", "evaluate_cli_inside", "evaluate_cli"]
+        kinds += [f"{k}:numpy" for k in numpy_passes]
+        kinds = args.kinds or kinds  # as named: a kind's `:numpy` twin need not be listed
         for rep in range(args.repeats):
             for what in kinds:
                 r = subprocess.run(

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from jaxsvr.evaluation import narrow_keys
+from jaxsvr.evaluation import compiled_kernel, narrow_keys
 from jaxsvr.evaluation.query_stats import QueryStats, sparse_stats
 
 _BLOCK_BYTES = 4 << 20  # packed keys per block: cache-sized; fresh large buffers cost page faults
@@ -48,6 +48,7 @@ def query_stats(
     threshold: float = 1.0,
     workers: int | None = None,
     narrow: bool = True,
+    compiled: bool | None = None,
 ) -> tuple[QueryStats, QueryStats]:
     """Per-query statistics for video-to-text (rows) and text-to-video (columns).
 
@@ -58,12 +59,16 @@ def query_stats(
       workers: threads; default min(4, cpu count).
       narrow: rank blocks whose keys allow it with the 32-bit path (`narrow_keys`);
         False ranks every block with the packed 64-bit sort (same results).
+      compiled: with `narrow`, take the compiled kernel (`compiled_kernel`) where it is
+        built (None), never (False), or insist on it (True); same results.
 
     Returns:
       (v2t, t2v) statistics with n_videos and n_texts queries.
     """
     sim = np.asarray(sim, np.float32)
     rel = np.asarray(rel, np.float32)
+    threshold = float(threshold)  # compared with the float32 relevance in float32
+    kernel = compiled_kernel.required(compiled) if narrow else None
     workers = workers or min(4, os.cpu_count() or 1)
     out = (QueryStats.empty(sim.shape[0]), QueryStats.empty(sim.shape[1]))
     jobs = []  # (direction, first query)
@@ -79,7 +84,9 @@ def query_stats(
         block = np.s_[start : start + rows[d]]
         s, r = (sim[block], rel[block]) if d == 0 else (sim.T[block], rel.T[block])
         stats, folded = None, None
-        if narrow:
+        if kernel is not None:
+            stats = _compiled_block_stats(kernel, s, r, threshold, local, size)
+        if stats is None and narrow:
             stats, folded = _narrow_block_stats(s, rel, d, block, threshold, local, size)
         if stats is None:  # keys spanning >= 2^31 values, or asked: the packed sort
             if not hasattr(local, "packed"):
@@ -115,11 +122,17 @@ class RowBlocks:
       stats = ranker(s, r)  # s, r: [n, n_items] float32, C-contiguous; n * n_items <= size
     """
 
-    def __init__(self, size: int, *, narrow: bool = True):
+    def __init__(self, size: int, *, narrow: bool = True, compiled: bool | None = None):
         self.size, self.use_narrow = size, narrow
+        self.kernel = compiled_kernel.required(compiled) if narrow else None
 
     def __call__(self, s: np.ndarray, r: np.ndarray, threshold: float = 1.0) -> dict:
         """The QueryStats fields of the rows of s (similarities) against r (relevance)."""
+        threshold = float(threshold)
+        if self.kernel is not None:
+            stats = _compiled_block_stats(self.kernel, s, r, threshold, self, self.size)
+            if stats is not None:
+                return stats
         folded = None
         if self.use_narrow:  # attributes `narrow` / `packed`: the scratch of `query_stats`
             stats, folded = _narrow_block_stats(s, r, 0, np.s_[:], threshold, self, self.size)
@@ -128,6 +141,26 @@ class RowBlocks:
         if not hasattr(self, "packed"):
             self.packed = _Buffers(self.size)
         return _block_stats(s, r, threshold, self.packed, folded)
+
+
+def _compiled_block_stats(kernel, s, r, threshold, local, size) -> dict | None:
+    """Statistics of a block by the compiled kernel, or None where it leaves the block to
+    the NumPy passes; blocks read through transposed views are copied in tiles first.
+    After one block with too many distinct gains (continuous relevance), the thread's
+    later blocks go straight to the NumPy passes."""
+    if getattr(local, "many_gains", False):
+        return None
+    if not hasattr(local, "compiled"):
+        local.compiled = compiled_kernel.Scratch(size)
+    if not (s.flags.c_contiguous and r.flags.c_contiguous):
+        s_rows, r_rows = local.compiled.rows(*s.shape)
+        _copy(s, s_rows)
+        _copy(r, r_rows)
+        s, r = s_rows, r_rows
+    stats = compiled_kernel.block_stats(kernel, s, r, threshold, local.compiled)
+    if stats is None and compiled_kernel.many_gains(local.compiled):
+        local.many_gains = True
+    return stats
 
 
 def _narrow_block_stats(s, rel, d, block, threshold, local, size) -> tuple:
