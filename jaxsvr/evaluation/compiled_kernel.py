@@ -38,7 +38,7 @@ import numpy as np
 
 from jaxsvr.evaluation.query_stats import cumulative_discounts, discounts
 
-VERSION = 1  # KERNEL_VERSION of rank_kernel.c
+VERSION = 2  # KERNEL_VERSION of rank_kernel.c
 _GAIN_SLOTS = 4096
 _FLOATS = ("dcg", "dcg_exp", "dcg_nocut", "idcg", "idcg_exp", "ap_graded", "ap_binary")
 _INTS = ("n_rel", "n_one", "n_pos", "first_pos", "last_pos")
@@ -64,7 +64,9 @@ def load() -> ctypes.CDLL | None:
     if lib.jaxsvr_rank_kernel_version() != VERSION:
         _log.warning("%s is out of date: rebuild it with pip install -e . (NumPy passes)", built[0])
         return None
-    lib.jaxsvr_build.restype = lib.jaxsvr_stats.restype = _I64
+    for name in ("jaxsvr_build", "jaxsvr_stats", "jaxsvr_set_simd"):
+        getattr(lib, name).restype = _I64
+    lib.jaxsvr_set_simd.argtypes = [_I64]
     lib.jaxsvr_build.argtypes = [_P, _P, _I64, _I64] + [_P] * 7
     lib.jaxsvr_stats.argtypes = [_P, _I64, _I64] + [_P] * 6 + [_I64, _I64, _F64] + [_P] * 4
     return lib
@@ -132,6 +134,8 @@ def block_stats(
         *(a.ctypes.data for a in (scratch.rk, scratch.rg, scratch.rc, scratch.row_ptr)),
         scratch.table.ctypes.data, scratch.codes.ctypes.data,
     )  # fmt: skip
+    if n_codes == -3:
+        raise MemoryError("the compiled ranking kernel could not allocate a row's positions")
     scratch.refused = n_codes  # -1: keys too wide, -2: too many gains (`many_gains`)
     if n_codes < 0:  # the NumPy passes
         return None

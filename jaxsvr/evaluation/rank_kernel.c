@@ -22,7 +22,7 @@ releases the GIL, so blocks run on several threads). Plain C99, no dependencies.
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNEL_VERSION 1 /* compiled_kernel.py refuses a library of another version */
+#define KERNEL_VERSION 2 /* compiled_kernel.py refuses a library of another version */
 #define GAIN_SLOTS 4096  /* hash slots of a block's distinct gain bits */
 #define MAX_CODES 255
 #define PW_BLOCKSIZE 128 /* NumPy's pairwise summation */
@@ -31,6 +31,10 @@ releases the GIL, so blocks run on several threads). Plain C99, no dependencies.
 #define AVX2_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define AVX2_CLONES
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_PATH 1 /* AVX2 compaction where the CPU has it (checked at run time) */
+#include <immintrin.h>
 #endif
 
 int64_t jaxsvr_rank_kernel_version(void) { return KERNEL_VERSION; }
@@ -46,16 +50,74 @@ static inline int32_t folded(uint32_t s) {
     return c ^ ((c >> 31) & 0x7FFFFFFF);
 }
 
+/* Positions p < m whose flag (row[p] & mask) is set, written to out (m + 1 slots) in
+   order; returns how many. Branch-free one item at a time, or 32 at a time from AVX2 bit
+   masks (a set bit per flagged item, about one in ten at EK-100). */
+static int64_t flagged_scalar(const uint32_t *row, int64_t m, uint32_t mask, int64_t *out) {
+    int64_t count = 0;
+    for (int64_t p = 0; p < m; p++) {
+        out[count] = p;
+        count += (row[p] & mask) != 0;
+    }
+    return count;
+}
+
+#ifdef HAVE_AVX2_PATH
+__attribute__((target("avx2"))) static int64_t flagged_avx2(const uint32_t *row, int64_t m,
+                                                             uint32_t mask, int64_t *out) {
+    const __m256i bits = _mm256_set1_epi32((int)mask), zero = _mm256_setzero_si256();
+    int64_t count = 0, p = 0;
+    for (; p + 32 <= m; p += 32) {
+        uint32_t set = 0;
+        for (int k = 0; k < 4; k++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(row + p + 8 * k));
+            __m256i none = _mm256_cmpeq_epi32(_mm256_and_si256(v, bits), zero);
+            set |= (uint32_t)(~_mm256_movemask_ps(_mm256_castsi256_ps(none)) & 0xFF) << (8 * k);
+        }
+        for (; set; set &= set - 1) out[count++] = p + __builtin_ctz(set);
+    }
+    for (; p < m; p++) {
+        out[count] = p;
+        count += (row[p] & mask) != 0;
+    }
+    return count;
+}
+#endif
+
+static int simd = -1; /* the AVX2 path: -1 where the CPU has it, 0 never (tests) */
+
+/* Turns the AVX2 compaction off (0) or back to where the CPU has it (1): for tests of the
+   portable path. Returns whether the AVX2 path is taken now. */
+int64_t jaxsvr_set_simd(int64_t on) {
+    simd = on ? -1 : 0;
+#ifdef HAVE_AVX2_PATH
+    __builtin_cpu_init();
+    return on && __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
+
+static int64_t flagged_positions(const uint32_t *row, int64_t m, uint32_t mask, int64_t *out) {
+#ifdef HAVE_AVX2_PATH
+    __builtin_cpu_init();
+    if (simd && __builtin_cpu_supports("avx2")) return flagged_avx2(row, m, mask, out);
+#endif
+    return flagged_scalar(row, m, mask, out);
+}
+
 /* s, r: [n, m] bits of the block's similarities (finite) and relevance. Writes keys [n, m],
    the relevant entries rk (keys), rg (gain bits), rc (gain codes) grouped by row with
    row_ptr [n + 1], and the block's gain table (table: bits by slot, codes: code by slot;
    both reset here). Returns the number of codes, -1 where a row's keys span 2^31 values or
-   more, -2 where the block has more than MAX_CODES distinct gains. */
+   more, -2 where the block has more than MAX_CODES distinct gains, -3 without memory. */
 AVX2_CLONES
 int64_t jaxsvr_build(const uint32_t *s, const uint32_t *r, int64_t n, int64_t m,
                      uint32_t *keys, uint32_t *rk, uint32_t *rg, uint8_t *rc, int64_t *row_ptr,
                      uint32_t *table, uint8_t *codes) {
     int64_t nnz = 0, n_codes = 0;
+    int64_t *relevant = malloc((m + 1) * sizeof(int64_t));
+    if (!relevant) return -3;
     row_ptr[0] = 0;
     for (int64_t i = 0; i < n; i++) {
         const uint32_t *si = s + i * m, *ri = r + i * m;
@@ -66,17 +128,23 @@ int64_t jaxsvr_build(const uint32_t *s, const uint32_t *r, int64_t n, int64_t m,
             lo = c < lo ? c : lo;
             hi = c > hi ? c : hi;
         }
-        if ((int64_t)hi - (int64_t)lo >= ((int64_t)1 << 31)) return -1;
-        for (int64_t j = 0; j < m; j++) {
-            uint32_t flag = (ri[j] & 0x7FFFFFFFu) != 0;
-            uint32_t k = ((uint32_t)((int64_t)folded(si[j]) - lo) << 1) | flag;
-            ki[j] = k;
-            rk[nnz] = k;
-            rg[nnz] = ri[j];
-            nnz += flag;
+        if ((int64_t)hi - (int64_t)lo >= ((int64_t)1 << 31)) {
+            free(relevant);
+            return -1;
         }
+        for (int64_t j = 0; j < m; j++) { /* no stores but the keys': vectorised */
+            uint32_t flag = (ri[j] & 0x7FFFFFFFu) != 0;
+            ki[j] = ((uint32_t)((int64_t)folded(si[j]) - lo) << 1) | flag;
+        }
+        const int64_t k = flagged_positions(ri, m, 0x7FFFFFFFu, relevant);
+        for (int64_t e = 0; e < k; e++) {
+            rk[nnz + e] = ki[relevant[e]];
+            rg[nnz + e] = ri[relevant[e]];
+        }
+        nnz += k;
         row_ptr[i + 1] = nnz;
     }
+    free(relevant);
     memset(table, 0, GAIN_SLOTS * sizeof(uint32_t)); /* 0: free (a relevant gain has bits) */
     for (int64_t e = 0; e < nnz; e++) {
         uint32_t slot = hash_slot(rg[e], 20);
@@ -119,19 +187,31 @@ static inline double segment_sum(const double *a, int64_t n) {
     return n ? a[0] + pairwise_sum(a + 1, n - 1) : 0.0;
 }
 
-/* Per-row hash of the relevant keys: slots stamped with the row (no clearing between
-   rows); equal keys (relevant items of equal similarity) chained through next. */
+/* A slot of the per-row hash of the relevant keys: stamped with the row (no clearing
+   between rows); equal keys (relevant items of equal similarity) chained through `next`
+   from the row's entry `first` to `last`. One slot is one small read. */
 typedef struct {
-    int64_t *stamp, *first, *last, *count, *next;
-    uint32_t *key;
-    uint64_t mask;
+    uint32_t key;
+    int32_t stamp, first, last, count;
+} KeySlot;
+
+typedef struct {
+    KeySlot *slots;
+    int32_t *next;
+    uint32_t mask; /* per row: about twice the row's relevant items, a power of two */
     int shift;
 } KeyHash;
 
-static inline int64_t key_slot(const KeyHash *h, uint32_t key, int64_t row) {
-    int64_t slot = hash_slot(key, h->shift);
-    while (h->stamp[slot] == row && h->key[slot] != key) slot = (slot + 1) & h->mask;
-    return slot;
+static inline void size_for(KeyHash *h, int64_t n_rel) {
+    int bits = 4;
+    while (((int64_t)1 << bits) < 2 * n_rel) bits++;
+    h->mask = ((uint32_t)1 << bits) - 1, h->shift = 32 - bits;
+}
+
+static inline KeySlot *key_slot(const KeyHash *h, uint32_t key, int32_t row) {
+    uint32_t slot = hash_slot(key, h->shift);
+    while (h->slots[slot].stamp == row && h->slots[slot].key != key) slot = (slot + 1) & h->mask;
+    return h->slots + slot;
 }
 
 /* keys: [n, m] with sorted rows (the output of jaxsvr_build, then sorted); rk, rc, row_ptr:
@@ -146,50 +226,42 @@ int64_t jaxsvr_stats(const uint32_t *keys, int64_t n, int64_t m, const uint32_t 
                      const double *exp_value, const int64_t *order, int64_t n_codes,
                      int64_t ones_only, double threshold, const double *disc, const double *cum,
                      double *out_f, int64_t *out_i) {
-    int64_t size = 16, bits = 4;
-    while (size < 2 * m) size <<= 1, bits++;
-    KeyHash h = {.mask = (uint64_t)size - 1, .shift = 32 - (int)bits};
-    h.stamp = malloc(size * sizeof(int64_t));
-    h.first = malloc(size * sizeof(int64_t));
-    h.last = malloc(size * sizeof(int64_t));
-    h.count = malloc(size * sizeof(int64_t));
-    h.key = malloc(size * sizeof(uint32_t));
-    h.next = malloc((m + 1) * sizeof(int64_t));
+    KeyHash h;
+    size_for(&h, m);
+    const int64_t size = (int64_t)h.mask + 1; /* enough for any row */
+    h.slots = malloc(size * sizeof(KeySlot));
+    h.next = malloc((m + 1) * sizeof(int32_t));
     int64_t *flagged = malloc((m + 1) * sizeof(int64_t));
     uint8_t *group = malloc(m + 1);
     double *terms = malloc(7 * (m + 1) * sizeof(double));
     int64_t status = 0;
-    if (!h.stamp || !h.first || !h.last || !h.count || !h.key || !h.next || !flagged ||
-        !group || !terms) {
+    if (!h.slots || !h.next || !flagged || !group || !terms) {
         status = -1;
         goto done;
     }
     double *nocut = terms, *cut = nocut + m + 1, *expo = cut + m + 1, *graded = expo + m + 1;
     double *binary = graded + m + 1, *ideal = binary + m + 1, *ideal_exp = ideal + m + 1;
     int64_t per_code[MAX_CODES + 1] = {0}, in_group[MAX_CODES + 1] = {0};
-    for (int64_t slot = 0; slot < size; slot++) h.stamp[slot] = -1;
+    for (int64_t slot = 0; slot < size; slot++) h.slots[slot].stamp = -1;
     double total = 0.0; /* running float64 sum of the block's gains in rank order (np.cumsum) */
 
     for (int64_t i = 0; i < n; i++) {
         const int64_t a0 = row_ptr[i], n_rel = row_ptr[i + 1] - a0;
-        for (int64_t e = 0; e < n_rel; e++) {
-            uint32_t key = rk[a0 + e];
-            int64_t slot = key_slot(&h, key, i);
+        size_for(&h, n_rel);
+        for (int32_t e = 0; e < n_rel; e++) {
+            const uint32_t key = rk[a0 + e];
+            KeySlot *slot = key_slot(&h, key, (int32_t)i);
             h.next[e] = -1;
-            if (h.stamp[slot] != i) {
-                h.stamp[slot] = i, h.key[slot] = key, h.first[slot] = e, h.count[slot] = 0;
+            if (slot->stamp != i) {
+                slot->stamp = (int32_t)i, slot->key = key, slot->first = e, slot->count = 0;
             } else {
-                h.next[h.last[slot]] = e;
+                h.next[slot->last] = e;
             }
-            h.last[slot] = e;
-            h.count[slot]++;
+            slot->last = e;
+            slot->count++;
         }
         const uint32_t *row = keys + i * m;
-        int64_t count = 0;
-        for (int64_t p = 0; p < m; p++) { /* branch-free compaction of the flagged ranks */
-            flagged[count] = p;
-            count += row[p] & 1u;
-        }
+        flagged_positions(row, m, 1u, flagged); /* the relevant items' ranks */
         int64_t tied = 0;
         for (int64_t p = 1; p < m; p++) tied |= (row[p] ^ row[p - 1]) <= 1u;
 
@@ -202,12 +274,12 @@ int64_t jaxsvr_stats(const uint32_t *keys, int64_t n, int64_t m, const uint32_t 
                 code = group[next_code++];
                 left--;
             } else {
-                int64_t slot = key_slot(&h, row[p], i);
-                if (h.count[slot] == 1) {
-                    code = rc[a0 + h.first[slot]];
+                const KeySlot *slot = key_slot(&h, row[p], (int32_t)i);
+                if (slot->count == 1) {
+                    code = rc[a0 + slot->first];
                 } else { /* their gains in ascending order: sorted, or counted by code */
                     int64_t g = 0;
-                    for (int64_t e = h.first[slot]; e >= 0; e = h.next[e]) group[g++] = rc[a0 + e];
+                    for (int32_t e = slot->first; e >= 0; e = h.next[e]) group[g++] = rc[a0 + e];
                     if (g <= 16) {
                         for (int64_t x = 1; x < g; x++)
                             for (int64_t y = x; y && value[group[y]] < value[group[y - 1]]; y--) {
@@ -270,7 +342,7 @@ int64_t jaxsvr_stats(const uint32_t *keys, int64_t n, int64_t m, const uint32_t 
         o[5] = tied;
     }
 done:
-    free(h.stamp), free(h.first), free(h.last), free(h.count), free(h.key), free(h.next);
+    free(h.slots), free(h.next);
     free(flagged), free(group), free(terms);
     return status;
 }

@@ -176,3 +176,18 @@ def test_the_tables_it_reads_outlive_the_call(monkeypatch):
     got = compiled_kernel.block_stats(Checked(), s, r, 1.0, compiled_kernel.Scratch(s.size))
     assert freed == [50, 50]  # once the call returned
     assert np.array_equal(got["dcg"], numpy_engine.RowBlocks(s.size, compiled=False)(s, r)["dcg"])
+
+
+def test_the_portable_compaction_without_avx2():
+    """CPUs without AVX2 find the flagged and relevant positions one item at a time: the
+    same statistics (rows shorter than, equal to and past 32-item chunks)."""
+    lib = compiled_kernel.load()
+    rng = np.random.default_rng(6)
+    try:
+        lib.jaxsvr_set_simd(0)
+        for m in (1, 31, 32, 33, 300):
+            sim = rng.integers(0, 9, (40, m)).astype(np.float32) / 8
+            rel = rng.choice(np.float32([0, 0, -0.0, 0.5, 1.0]), sim.shape)
+            _assert_equal(sim, rel, threshold=0.5, workers=2)
+    finally:
+        lib.jaxsvr_set_simd(1)
