@@ -48,8 +48,8 @@ _log = logging.getLogger(__name__)
 
 @functools.lru_cache(maxsize=1)
 def load() -> ctypes.CDLL | None:
-    """The built kernel, or None (not built, another version, or turned off by
-    JAXSVR_COMPILED_KERNEL=0); the reason is logged once."""
+    """The built kernel, or None (not built, not loadable, another version, or turned off
+    by JAXSVR_COMPILED_KERNEL=0, read at the first call); the reason is logged once."""
     if os.environ.get("JAXSVR_COMPILED_KERNEL", "1") == "0":
         _log.info("compiled ranking kernel off (JAXSVR_COMPILED_KERNEL=0): NumPy passes")
         return None
@@ -59,8 +59,13 @@ def load() -> ctypes.CDLL | None:
     if not built:
         _log.info("compiled ranking kernel not built (pip install -e . builds it): NumPy passes")
         return None
-    lib = ctypes.CDLL(str(built[0]))
-    lib.jaxsvr_rank_kernel_version.restype = _I64
+    try:
+        lib = ctypes.CDLL(str(built[0]))
+        lib.jaxsvr_rank_kernel_version.restype = _I64
+    except (OSError, AttributeError) as e:  # not loadable here, or not the kernel
+        _log.warning("%s does not load (%s): rebuild it with pip install -e . (NumPy passes)",
+                     built[0], e)  # fmt: skip
+        return None
     if lib.jaxsvr_rank_kernel_version() != VERSION:
         _log.warning("%s is out of date: rebuild it with pip install -e . (NumPy passes)", built[0])
         return None
@@ -106,6 +111,12 @@ class Scratch:
         return tuple(a[: n * n_items].reshape(n, n_items) for a in (self.s, self.r))
 
 
+def in_place(s: np.ndarray, r: np.ndarray) -> bool:
+    """Whether the kernel reads a block where it lies: rows contiguous and aligned (other
+    blocks are copied into `Scratch.rows` first)."""
+    return all(a.flags.c_contiguous and a.flags.aligned for a in (s, r))
+
+
 def many_gains(scratch: Scratch) -> bool:
     """Whether the last block `block_stats` left to the NumPy passes held more than 255
     distinct gains (continuous relevance: later blocks are likely to, too)."""
@@ -120,14 +131,16 @@ def block_stats(
 
     Args:
       lib: `load()`.
-      s, r: [n, n_items] float32 similarities (finite) and relevance, C-contiguous.
+      s, r: [n, n_items] float32 similarities (finite) and relevance, `in_place`.
       threshold: relevance of an instance-metric positive, compared in float32 as the
         NumPy passes compare it.
       scratch: the thread's buffers; n * n_items <= scratch.size.
     """
     n, n_items = s.shape
-    if not (s.flags.c_contiguous and r.flags.c_contiguous) or s.size > scratch.size:
-        raise ValueError(f"blocks go to the kernel C-contiguous, within {scratch.size} items")
+    if not s.size:  # no items (or no queries): the NumPy passes say what they say
+        return None
+    if not in_place(s, r) or s.size > scratch.size:
+        raise ValueError(f"blocks go to the kernel in place, within {scratch.size} items")
     keys = scratch.keys[: s.size].reshape(n, n_items)
     n_codes = lib.jaxsvr_build(
         s.ctypes.data, r.ctypes.data, n, n_items, keys.ctypes.data,

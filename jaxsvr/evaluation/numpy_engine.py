@@ -18,8 +18,14 @@ bit for bit (tested) and the same tie rule (equal similarity: less relevant firs
   gather, and ties are neighbours with equal high halves.
 
 Only items with R > 0 enter any metric (about 11% at EK-100), so after the sort only those
-entries are visited (`query_stats.sparse_stats`). Timings, where the time goes and the
-variants measured and dropped: docs/benchmarks.md#evaluation.
+entries are visited (`query_stats.sparse_stats`).
+
+Where it was built (`pip install`), the compiled kernel (`compiled_kernel`, C) ranks the
+32-bit path's blocks instead: the same keys and row sort, with every other pass fused into
+two C loops, and the same statistics bit for bit (tested); blocks it leaves (keys too wide,
+more than 255 distinct gains) take the NumPy passes above. `compiled=False` (or
+JAXSVR_COMPILED_KERNEL=0) turns it off. Timings, where the time goes and the variants
+measured and dropped: docs/benchmarks.md#evaluation.
 """
 
 from __future__ import annotations
@@ -145,14 +151,15 @@ class RowBlocks:
 
 def _compiled_block_stats(kernel, s, r, threshold, local, size) -> dict | None:
     """Statistics of a block by the compiled kernel, or None where it leaves the block to
-    the NumPy passes; blocks read through transposed views are copied in tiles first.
+    the NumPy passes; blocks it cannot read in place (transposed views, unaligned arrays)
+    are copied in tiles first.
     After one block with too many distinct gains (continuous relevance), the thread's
     later blocks go straight to the NumPy passes."""
     if getattr(local, "many_gains", False):
         return None
     if not hasattr(local, "compiled"):
         local.compiled = compiled_kernel.Scratch(size)
-    if not (s.flags.c_contiguous and r.flags.c_contiguous):
+    if not compiled_kernel.in_place(s, r):
         s_rows, r_rows = local.compiled.rows(*s.shape)
         _copy(s, s_rows)
         _copy(r, r_rows)

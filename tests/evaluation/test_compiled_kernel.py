@@ -126,7 +126,7 @@ def test_streamed_row_blocks_take_the_kernel(refusals):
         assert np.array_equal(got[name], value), name
 
 
-def test_off_switch_a_missing_kernel_and_an_old_one(monkeypatch, caplog):
+def test_off_switch_an_old_kernel_a_foreign_one_and_none(monkeypatch, caplog):
     caplog.set_level(logging.INFO)
     monkeypatch.setenv("JAXSVR_COMPILED_KERNEL", "0")
     assert compiled_kernel.load.__wrapped__() is None
@@ -135,6 +135,14 @@ def test_off_switch_a_missing_kernel_and_an_old_one(monkeypatch, caplog):
     monkeypatch.setattr(compiled_kernel, "VERSION", compiled_kernel.VERSION + 1)
     assert compiled_kernel.load.__wrapped__() is None
     assert "out of date: rebuild it with pip install -e ." in caplog.text
+    monkeypatch.setattr(compiled_kernel, "VERSION", compiled_kernel.VERSION - 1)
+
+    def foreign(path):
+        raise OSError(f"{path}: wrong ELF class")
+
+    monkeypatch.setattr(compiled_kernel.ctypes, "CDLL", foreign)
+    assert compiled_kernel.load.__wrapped__() is None
+    assert "does not load (" in caplog.text and "wrong ELF class" in caplog.text
     monkeypatch.setattr(compiled_kernel, "load", lambda: None)
     with pytest.raises(RuntimeError, match="not available: reinstall jaxsvr with a C compiler"):
         numpy_engine.query_stats(
@@ -191,3 +199,23 @@ def test_the_portable_compaction_without_avx2():
             _assert_equal(sim, rel, threshold=0.5, workers=2)
     finally:
         lib.jaxsvr_set_simd(1)
+
+
+def test_unaligned_arrays_and_rows_without_items():
+    """Unaligned float32 arrays are copied before the kernel reads them; blocks without
+    items get what the NumPy passes give (here: their error), never a write past a buffer."""
+    rng = np.random.default_rng(7)
+    sim = rng.integers(0, 9, (30, 70)).astype(np.float32) / 8
+    rel = rng.choice(np.float32([0, 0.5, 1.0]), sim.shape)
+    unaligned = []
+    for a in (sim, rel):
+        raw = np.zeros(a.nbytes + 1, np.uint8)
+        view = np.frombuffer(raw.data, np.float32, a.size, offset=1).reshape(a.shape)
+        view[...] = a
+        unaligned.append(view)
+    assert not unaligned[0].flags.aligned
+    _assert_equal(*unaligned, threshold=0.5, workers=2)
+    empty = np.zeros((64, 0), np.float32)
+    for compiled in (True, False):
+        with pytest.raises(ValueError, match="zero-size"):
+            numpy_engine.RowBlocks(0, compiled=compiled)(empty, empty)
