@@ -22,7 +22,8 @@ than 255 distinct gains in the block (caption-proxy relevance); the engine ranks
 before. Example:
 
   kernel = compiled_kernel.load()
-  stats = kernel and compiled_kernel.block_stats(kernel, s, r, 0.5, Scratch(s.size))
+  if kernel is not None:
+      stats = compiled_kernel.block_stats(kernel, s, r, 0.5, compiled_kernel.Scratch(s.size))
 """
 
 from __future__ import annotations
@@ -101,10 +102,17 @@ class Scratch:
         self.keys = np.empty(size, np.uint32)
         self.rk, self.rg = np.empty(size, np.uint32), np.empty(size, np.uint32)
         self.rc = np.empty(size, np.uint8)
-        self.row_ptr = np.empty(size + 1, np.int64)
         self.table, self.codes = np.empty(_GAIN_SLOTS, np.uint32), np.empty(_GAIN_SLOTS, np.uint8)
-        self.out_f = np.empty((size, len(_FLOATS)))
-        self.out_i = np.empty((size, len(_INTS) + 1), np.int64)
+        self.per_query(0)
+        self.refused = 0  # the last block's build status where it was left (`many_gains`)
+
+    def per_query(self, n: int) -> None:
+        """Room for the per-query arrays of n queries (grown as blocks need)."""
+        if n and n <= len(self.row_ptr) - 1:
+            return
+        self.row_ptr = np.empty(n + 1, np.int64)
+        self.out_f = np.empty((n, len(_FLOATS)))
+        self.out_i = np.empty((n, len(_INTS) + 1), np.int64)
 
     def rows(self, n: int, n_items: int) -> tuple[np.ndarray, np.ndarray]:
         """[n, n_items] float32 buffers for a block copied from a transposed view."""
@@ -120,7 +128,7 @@ def in_place(s: np.ndarray, r: np.ndarray) -> bool:
 def many_gains(scratch: Scratch) -> bool:
     """Whether the last block `block_stats` left to the NumPy passes held more than 255
     distinct gains (continuous relevance: later blocks are likely to, too)."""
-    return getattr(scratch, "refused", 0) == -2
+    return scratch.refused == -2
 
 
 def block_stats(
@@ -141,6 +149,7 @@ def block_stats(
         return None
     if not in_place(s, r) or s.size > scratch.size:
         raise ValueError(f"blocks go to the kernel in place, within {scratch.size} items")
+    scratch.per_query(n)
     keys = scratch.keys[: s.size].reshape(n, n_items)
     n_codes = lib.jaxsvr_build(
         s.ctypes.data, r.ctypes.data, n, n_items, keys.ctypes.data,
