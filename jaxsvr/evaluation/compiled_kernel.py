@@ -119,6 +119,11 @@ class Scratch:
         return tuple(a[: n * n_items].reshape(n, n_items) for a in (self.s, self.r))
 
 
+def float32(s: np.ndarray, r: np.ndarray) -> bool:
+    """Whether both are native float32, the only arrays the kernel reads."""
+    return s.dtype == np.float32 and r.dtype == np.float32
+
+
 def in_place(s: np.ndarray, r: np.ndarray) -> bool:
     """Whether the kernel reads a block where it lies: rows contiguous and aligned (other
     blocks are copied into `Scratch.rows` first)."""
@@ -147,8 +152,10 @@ def block_stats(
     n, n_items = s.shape
     if not s.size:  # no items (or no queries): the NumPy passes say what they say
         return None
-    if not in_place(s, r) or s.size > scratch.size:
-        raise ValueError(f"blocks go to the kernel in place, within {scratch.size} items")
+    if not (float32(s, r) and in_place(s, r)) or s.size > scratch.size:
+        raise ValueError(
+            f"blocks go to the kernel as native float32 in place, within {scratch.size} items"
+        )
     scratch.per_query(n)
     keys = scratch.keys[: s.size].reshape(n, n_items)
     n_codes = lib.jaxsvr_build(

@@ -151,11 +151,12 @@ class RowBlocks:
 
 def _compiled_block_stats(kernel, s, r, threshold, local, size) -> dict | None:
     """Statistics of a block by the compiled kernel, or None where it leaves the block to
-    the NumPy passes; blocks it cannot read in place (transposed views, unaligned arrays)
-    are copied in tiles first.
+    the NumPy passes (also blocks of another dtype than native float32, which only direct
+    `RowBlocks` callers pass); blocks it cannot read in place (transposed views, unaligned
+    arrays) are copied in tiles first.
     After one block with too many distinct gains (continuous relevance), the thread's
     later blocks go straight to the NumPy passes."""
-    if getattr(local, "many_gains", False):
+    if getattr(local, "many_gains", False) or not compiled_kernel.float32(s, r):
         return None
     if not hasattr(local, "compiled"):
         local.compiled = compiled_kernel.Scratch(size)

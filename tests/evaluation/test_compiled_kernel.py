@@ -201,9 +201,10 @@ def test_the_portable_compaction_without_avx2():
         lib.jaxsvr_set_simd(1)
 
 
-def test_unaligned_arrays_and_rows_without_items():
-    """Unaligned float32 arrays are copied before the kernel reads them; blocks without
-    items get what the NumPy passes give (here: their error), never a write past a buffer."""
+def test_unaligned_arrays_other_dtypes_and_rows_without_items():
+    """Unaligned float32 arrays are copied before the kernel reads them; blocks of other
+    dtypes and blocks without items get what the NumPy passes give (for the latter, their
+    error), never a read or write past a buffer."""
     rng = np.random.default_rng(7)
     sim = rng.integers(0, 9, (30, 70)).astype(np.float32) / 8
     rel = rng.choice(np.float32([0, 0.5, 1.0]), sim.shape)
@@ -215,6 +216,11 @@ def test_unaligned_arrays_and_rows_without_items():
         unaligned.append(view)
     assert not unaligned[0].flags.aligned
     _assert_equal(*unaligned, threshold=0.5, workers=2)
+    for dtype in (np.float64, ">f4"):  # direct `RowBlocks` callers: the NumPy passes
+        s, r = sim.astype(dtype), rel.astype(dtype)
+        got = numpy_engine.RowBlocks(s.size, compiled=True)(s, r, 0.5)
+        want = numpy_engine.RowBlocks(s.size, compiled=False)(s, r, 0.5)
+        assert all(np.array_equal(got[k], v) for k, v in want.items()), dtype
     empty = np.zeros((64, 0), np.float32)
     for compiled in (True, False):
         with pytest.raises(ValueError, match="zero-size"):
