@@ -187,12 +187,12 @@ static inline double segment_sum(const double *a, int64_t n) {
     return n ? a[0] + pairwise_sum(a + 1, n - 1) : 0.0;
 }
 
-/* A slot of the per-row hash of the relevant keys: stamped with the row (no clearing
-   between rows); equal keys (relevant items of equal similarity) chained through `next`
-   from the row's entry `first` to `last`. One slot is one small read. */
+/* A slot of the per-row hash of the relevant keys (8 bytes: a row's table stays in L1):
+   key 0 is a free slot (a relevant item's key is odd); equal keys (relevant items of equal
+   similarity) share a slot, their entries chained through `next` from `first`. */
 typedef struct {
     uint32_t key;
-    int32_t stamp, first, last, count;
+    int32_t first;
 } KeySlot;
 
 typedef struct {
@@ -204,13 +204,13 @@ typedef struct {
 
 static inline void size_for(KeyHash *h, int64_t n_rel) {
     int bits = 4;
-    while (((int64_t)1 << bits) < 2 * n_rel) bits++;
+    while (((int64_t)1 << bits) < 4 * n_rel) bits++;
     h->mask = ((uint32_t)1 << bits) - 1, h->shift = 32 - bits;
 }
 
-static inline KeySlot *key_slot(const KeyHash *h, uint32_t key, int32_t row) {
+static inline KeySlot *key_slot(const KeyHash *h, uint32_t key) {
     uint32_t slot = hash_slot(key, h->shift);
-    while (h->slots[slot].stamp == row && h->slots[slot].key != key) slot = (slot + 1) & h->mask;
+    while (h->slots[slot].key != key && h->slots[slot].key != 0) slot = (slot + 1) & h->mask;
     return h->slots + slot;
 }
 
@@ -241,24 +241,20 @@ int64_t jaxsvr_stats(const uint32_t *keys, int64_t n, int64_t m, const uint32_t 
     }
     double *nocut = terms, *cut = nocut + m + 1, *expo = cut + m + 1, *graded = expo + m + 1;
     double *binary = graded + m + 1, *ideal = binary + m + 1, *ideal_exp = ideal + m + 1;
-    int64_t per_code[MAX_CODES + 1] = {0}, in_group[MAX_CODES + 1] = {0};
-    for (int64_t slot = 0; slot < size; slot++) h.slots[slot].stamp = -1;
+    /* entries per code, counted in two halves (even and odd ranks): consecutive entries of
+       one gain would otherwise wait on each other's increment */
+    int64_t per_code[2][MAX_CODES + 1] = {{0}}, in_group[MAX_CODES + 1] = {0};
     double total = 0.0; /* running float64 sum of the block's gains in rank order (np.cumsum) */
 
     for (int64_t i = 0; i < n; i++) {
         const int64_t a0 = row_ptr[i], n_rel = row_ptr[i + 1] - a0;
         size_for(&h, n_rel);
+        memset(h.slots, 0, ((size_t)h.mask + 1) * sizeof(KeySlot));
         for (int32_t e = 0; e < n_rel; e++) {
             const uint32_t key = rk[a0 + e];
-            KeySlot *slot = key_slot(&h, key, (int32_t)i);
-            h.next[e] = -1;
-            if (slot->stamp != i) {
-                slot->stamp = (int32_t)i, slot->key = key, slot->first = e, slot->count = 0;
-            } else {
-                h.next[slot->last] = e;
-            }
-            slot->last = e;
-            slot->count++;
+            KeySlot *slot = key_slot(&h, key);
+            h.next[e] = slot->key ? slot->first : -1; /* a tie: chained in front */
+            slot->key = key, slot->first = e;
         }
         const uint32_t *row = keys + i * m;
         flagged_positions(row, m, 1u, flagged); /* the relevant items' ranks */
@@ -274,8 +270,8 @@ int64_t jaxsvr_stats(const uint32_t *keys, int64_t n, int64_t m, const uint32_t 
                 code = group[next_code++];
                 left--;
             } else {
-                const KeySlot *slot = key_slot(&h, row[p], (int32_t)i);
-                if (slot->count == 1) {
+                const KeySlot *slot = key_slot(&h, row[p]);
+                if (h.next[slot->first] < 0) {
                     code = rc[a0 + slot->first];
                 } else { /* their gains in ascending order: sorted, or counted by code */
                     int64_t g = 0;
@@ -297,7 +293,7 @@ int64_t jaxsvr_stats(const uint32_t *keys, int64_t n, int64_t m, const uint32_t 
                     left = g - 1;
                 }
             }
-            per_code[code]++;
+            per_code[t & 1][code]++;
             const double gain = value[code], d = disc[p];
             nocut[t] = gain * d;
             cut[t] = p < n_rel ? nocut[t] : 0.0;
@@ -320,13 +316,14 @@ int64_t jaxsvr_stats(const uint32_t *keys, int64_t n, int64_t m, const uint32_t 
         int64_t runs = 0, a = 0;
         for (int64_t k = 0; k < n_codes; k++) {
             const int64_t code = order[k];
-            if (!per_code[code]) continue;
-            const int64_t b = a + per_code[code];
+            const int64_t run = per_code[0][code] + per_code[1][code];
+            if (!run) continue;
+            const int64_t b = a + run;
             const double span = cum[b] - cum[a];
             ideal[runs] = value[code] * span;
             ideal_exp[runs] = exp_value[code] * span;
             runs++;
-            per_code[code] = 0;
+            per_code[0][code] = per_code[1][code] = 0;
             a = b;
         }
         double *f = out_f + i * 7;
