@@ -39,7 +39,7 @@ import numpy as np
 
 from jaxsvr.evaluation.query_stats import cumulative_discounts, discounts
 
-VERSION = 2  # KERNEL_VERSION of rank_kernel.c
+VERSION = 3  # KERNEL_VERSION of rank_kernel.c
 _GAIN_SLOTS = 4096
 _FLOATS = ("dcg", "dcg_exp", "dcg_nocut", "idcg", "idcg_exp", "ap_graded", "ap_binary")
 _INTS = ("n_rel", "n_one", "n_pos", "first_pos", "last_pos")
@@ -73,6 +73,8 @@ def load() -> ctypes.CDLL | None:
     for name in ("jaxsvr_build", "jaxsvr_stats", "jaxsvr_set_simd"):
         getattr(lib, name).restype = _I64
     lib.jaxsvr_set_simd.argtypes = [_I64]
+    lib.jaxsvr_transposed.restype = None
+    lib.jaxsvr_transposed.argtypes = [_P, _I64, _I64, _I64, _P]
     lib.jaxsvr_build.argtypes = [_P, _P, _I64, _I64] + [_P] * 7
     lib.jaxsvr_stats.argtypes = [_P, _I64, _I64] + [_P] * 6 + [_I64, _I64, _F64] + [_P] * 4
     return lib
@@ -128,6 +130,20 @@ def in_place(s: np.ndarray, r: np.ndarray) -> bool:
     """Whether the kernel reads a block where it lies: rows contiguous and aligned (other
     blocks are copied into `Scratch.rows` first)."""
     return all(a.flags.c_contiguous and a.flags.aligned for a in (s, r))
+
+
+def copy_columns(lib: ctypes.CDLL, src: np.ndarray, out: np.ndarray) -> bool:
+    """out = src where src [n, m] is a stripe of n columns of a row-major float32 matrix (a
+    transposed view: text-to-video blocks), copied by the kernel's register transposes;
+    False, and nothing written, for any other layout."""
+    step = src.itemsize
+    columns = src.strides[0] == step and src.strides[1] % step == 0 and src.strides[1] > 0
+    if not (columns and src.dtype == np.float32 and src.flags.aligned):
+        return False
+    if out.shape != src.shape or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError("copy_columns writes C-contiguous float32 of the source's shape")
+    lib.jaxsvr_transposed(src.ctypes.data, src.strides[1] // step, *src.shape, out.ctypes.data)
+    return True
 
 
 def many_gains(scratch: Scratch) -> bool:

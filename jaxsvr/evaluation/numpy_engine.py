@@ -152,8 +152,8 @@ class RowBlocks:
 def _compiled_block_stats(kernel, s, r, threshold, local, size) -> dict | None:
     """Statistics of a block by the compiled kernel, or None where it leaves the block to
     the NumPy passes (also blocks of another dtype than native float32, which only direct
-    `RowBlocks` callers pass); blocks it cannot read in place (transposed views, unaligned
-    arrays) are copied in tiles first.
+    `RowBlocks` callers pass); blocks it cannot read in place are copied first: transposed
+    views by the kernel's 8 x 8 register transposes, others (unaligned) by `_copy`.
     After one block with too many distinct gains (continuous relevance), the thread's
     later blocks go straight to the NumPy passes."""
     if getattr(local, "many_gains", False) or not compiled_kernel.float32(s, r):
@@ -162,8 +162,9 @@ def _compiled_block_stats(kernel, s, r, threshold, local, size) -> dict | None:
         local.compiled = compiled_kernel.Scratch(size)
     if not compiled_kernel.in_place(s, r):
         s_rows, r_rows = local.compiled.rows(*s.shape)
-        _copy(s, s_rows)
-        _copy(r, r_rows)
+        for src, out in ((s, s_rows), (r, r_rows)):
+            if not compiled_kernel.copy_columns(kernel, src, out):
+                _copy(src, out)
         s, r = s_rows, r_rows
     stats = compiled_kernel.block_stats(kernel, s, r, threshold, local.compiled)
     if stats is None and compiled_kernel.many_gains(local.compiled):

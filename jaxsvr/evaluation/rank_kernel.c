@@ -22,7 +22,7 @@ releases the GIL, so blocks run on several threads). Plain C99, no dependencies.
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNEL_VERSION 2 /* compiled_kernel.py refuses a library of another version */
+#define KERNEL_VERSION 3 /* compiled_kernel.py refuses a library of another version */
 #define GAIN_SLOTS 4096  /* hash slots of a block's distinct gain bits */
 #define MAX_CODES 255
 #define PW_BLOCKSIZE 128 /* NumPy's pairwise summation */
@@ -104,6 +104,63 @@ static int64_t flagged_positions(const uint32_t *row, int64_t m, uint32_t mask, 
     if (simd && __builtin_cpu_supports("avx2")) return flagged_avx2(row, m, mask, out);
 #endif
     return flagged_scalar(row, m, mask, out);
+}
+
+/* dst [n, m] = the n columns of src over m rows (src row-major, ld elements a row):
+   dst[i * m + j] = src[j * ld + i], bits as they are. The text-to-video blocks' copies:
+   their queries are columns of S and R. 8 x 8 tiles transposed in AVX2 registers where
+   the CPU has them, 16-item tiles one at a time otherwise. */
+static void transposed_scalar(const uint32_t *src, int64_t ld, int64_t n, int64_t m,
+                              uint32_t *dst, int64_t i0, int64_t j0) {
+    for (int64_t jt = j0; jt < m; jt += 16) { /* the rest: columns from i0, rows from j0 */
+        const int64_t jend = jt + 16 < m ? jt + 16 : m;
+        for (int64_t i = i0; i < n; i++)
+            for (int64_t j = jt; j < jend; j++) dst[i * m + j] = src[j * ld + i];
+    }
+}
+
+#ifdef HAVE_AVX2_PATH
+__attribute__((target("avx2"))) static void transposed_avx2(const uint32_t *src, int64_t ld,
+                                                             int64_t n, int64_t m,
+                                                             uint32_t *dst) {
+    const int64_t n8 = n - n % 8, m8 = m - m % 8;
+    for (int64_t j = 0; j < m8; j += 8) {
+        for (int64_t i = 0; i < n8; i += 8) {
+            __m256 r[8], t[8], u[8];
+            for (int k = 0; k < 8; k++) r[k] = _mm256_loadu_ps((const float *)src + (j + k) * ld + i);
+            for (int k = 0; k < 8; k += 2) {
+                t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+                t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+            }
+            for (int k = 0; k < 8; k += 4) {
+                u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+                u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+                u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+                u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+            }
+            for (int k = 0; k < 4; k++) {
+                _mm256_storeu_ps((float *)dst + (i + k) * m + j,
+                                 _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+                _mm256_storeu_ps((float *)dst + (i + k + 4) * m + j,
+                                 _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+            }
+        }
+        for (int64_t i = n8; i < n; i++)
+            for (int64_t k = 0; k < 8; k++) dst[i * m + j + k] = src[(j + k) * ld + i];
+    }
+    transposed_scalar(src, ld, n, m, dst, 0, m8);
+}
+#endif
+
+void jaxsvr_transposed(const uint32_t *src, int64_t ld, int64_t n, int64_t m, uint32_t *dst) {
+#ifdef HAVE_AVX2_PATH
+    __builtin_cpu_init();
+    if (simd && __builtin_cpu_supports("avx2")) {
+        transposed_avx2(src, ld, n, m, dst);
+        return;
+    }
+#endif
+    transposed_scalar(src, ld, n, m, dst, 0, 0);
 }
 
 /* s, r: [n, m] bits of the block's similarities (finite) and relevance. Writes keys [n, m],

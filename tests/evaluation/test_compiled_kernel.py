@@ -225,3 +225,24 @@ def test_unaligned_arrays_other_dtypes_and_rows_without_items():
     for compiled in (True, False):
         with pytest.raises(ValueError, match="zero-size"):
             numpy_engine.RowBlocks(0, compiled=compiled)(empty, empty)
+
+
+@pytest.mark.parametrize("simd", [1, 0])
+def test_column_copies_are_the_transposed_bits(simd):
+    """Text-to-video blocks are copied from transposed views by 8 x 8 register transposes
+    (or 16-item tiles without AVX2): every shape's edges, bits as they are (-0.0 too)."""
+    lib = compiled_kernel.load()
+    rng = np.random.default_rng(8)
+    matrix = rng.standard_normal((70, 45)).astype(np.float32)
+    matrix[::3, ::2] = -0.0
+    try:
+        lib.jaxsvr_set_simd(simd)
+        for n, m in ((1, 1), (7, 9), (8, 8), (17, 70), (45, 64), (45, 70)):
+            for start in (0, 45 - n):
+                src = matrix.T[start : start + n, :m]
+                out = np.full((n, m), np.nan, np.float32)
+                assert compiled_kernel.copy_columns(lib, src, out)
+                assert np.array_equal(out.view(np.uint32), src.view(np.uint32)), (n, m, start)
+    finally:
+        lib.jaxsvr_set_simd(1)
+    assert not compiled_kernel.copy_columns(lib, matrix[:4], np.empty((4, 45), np.float32))
