@@ -5,19 +5,25 @@ the keys; they replace the NumPy passes of the 32-bit path (narrow_keys.py) and 
 statistics (query_stats.py) and give the same statistics bit for bit:
 
 - build: each similarity's 32-bit key (descending similarity, shifted left by one, the low
-  bit set where R != 0; per row, offset by the row's smallest), and the row's relevant
-  entries (key, gain bits, gain code) in the same pass. Codes number the block's distinct
-  gains (at most 255) through a small hash table of their bits.
-- stats: per row of sorted keys, the flagged positions (the relevant items' ranks); each
-  one's gain from a hash of the row's relevant keys (relevant items of equal similarity
-  take their gains in ascending order: the tie rule of query_stats.py); every QueryStats
-  field from the same float64 terms the NumPy code forms, summed in NumPy's order:
-  np.add.reduceat over a segment is a[0] + pairwise_sum(a[1:]) (segment_sum below), and
-  the running sums of the AP numerator come from one sequential float64 sum over the
-  block's entries (np.cumsum). No FMA contraction: build with -ffp-contract=off.
+  bit set where R != 0; per row, offset by the row's smallest) in one vectorised pass; the
+  row's relevant entries (key, gain bits, gain code) from bit masks of R != 0. Codes number
+  the block's distinct gains (at most 255) through a small hash table of their bits.
+- stats: per row of sorted keys, the flagged positions (the relevant items' ranks) from
+  bit masks; each one's gain from a hash of the row's relevant keys (relevant items of
+  equal similarity take their gains in ascending order: the tie rule of query_stats.py);
+  every QueryStats field from the same float64 terms the NumPy code forms, summed in
+  NumPy's order: np.add.reduceat over a segment is a[0] + pairwise_sum(a[1:])
+  (segment_sum below), and the running sums of the AP numerator come from one sequential
+  float64 sum over the block's entries (np.cumsum). No FMA contraction: build with
+  -ffp-contract=off.
+
+Text-to-video blocks are columns of S and R; jaxsvr_transposed copies them into rows first.
+Bit masks and transposes use AVX2 where the CPU has it (checked at run time), and plain C
+one item at a time elsewhere; jaxsvr_set_simd(0) forces the latter (tests).
 
 Built by setup.py as an optional extension (no Python API: called through ctypes, which
-releases the GIL, so blocks run on several threads). Plain C99, no dependencies. */
+releases the GIL, so blocks run on several threads). C99 with GCC/Clang builtins for the
+AVX2 paths, no dependencies. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +39,7 @@ releases the GIL, so blocks run on several threads). Plain C99, no dependencies.
 #define AVX2_CLONES
 #endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_AVX2_PATH 1 /* AVX2 compaction where the CPU has it (checked at run time) */
+#define HAVE_AVX2_PATH 1 /* AVX2 masks and transposes where the CPU has it (run time) */
 #include <immintrin.h>
 #endif
 
