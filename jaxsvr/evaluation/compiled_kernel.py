@@ -8,7 +8,8 @@ built (no C compiler at install time, a source tree on `PYTHONPATH`), or where
 passes: the same statistics bit for bit (tested), more slowly
 (docs/benchmarks.md#evaluation).
 
-A block goes through the kernel as:
+A block goes through the kernel as (text-to-video blocks, transposed views of S and R,
+copied into rows first by `jaxsvr_transposed`, `copy_columns`):
 
 1. `jaxsvr_build`: 32-bit keys (the 32-bit path's, `narrow_keys`, offset per row) and the
    rows' relevant entries with a code for each distinct gain;
