@@ -59,9 +59,9 @@ static inline int32_t folded(uint32_t s) {
 /* Positions p < m whose flag (row[p] & mask) is set, written to out (m + 1 slots) in
    order; returns how many. Branch-free one item at a time, or 32 at a time from AVX2 bit
    masks (a set bit per flagged item, about one in ten at EK-100). */
-static int64_t flagged_scalar(const uint32_t *row, int64_t m, uint32_t mask, int64_t *out) {
-    int64_t count = 0;
-    for (int64_t p = 0; p < m; p++) {
+static int64_t flagged_scalar(const uint32_t *row, int64_t p, int64_t m, uint32_t mask,
+                              int64_t *out, int64_t count) { /* from position p, count so far */
+    for (; p < m; p++) {
         out[count] = p;
         count += (row[p] & mask) != 0;
     }
@@ -82,34 +82,37 @@ __attribute__((target("avx2"))) static int64_t flagged_avx2(const uint32_t *row,
         }
         for (; set; set &= set - 1) out[count++] = p + __builtin_ctz(set);
     }
-    for (; p < m; p++) {
-        out[count] = p;
-        count += (row[p] & mask) != 0;
-    }
-    return count;
+    return flagged_scalar(row, p, m, mask, out, count);
 }
 #endif
 
-static int simd = -1; /* the AVX2 path: -1 where the CPU has it, 0 never (tests) */
+static int simd = 1; /* 0: the portable paths even where the CPU has AVX2 (tests) */
 
-/* Turns the AVX2 compaction off (0) or back to where the CPU has it (1): for tests of the
-   portable path. Returns whether the AVX2 path is taken now. */
-int64_t jaxsvr_set_simd(int64_t on) {
-    simd = on ? -1 : 0;
+static int use_avx2(void) {
 #ifdef HAVE_AVX2_PATH
-    __builtin_cpu_init();
-    return on && __builtin_cpu_supports("avx2");
+    static int cpu_avx2 = -1; /* whether the CPU has AVX2, asked once */
+    if (cpu_avx2 < 0) { /* threads racing here all write the same answer */
+        __builtin_cpu_init();
+        cpu_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    }
+    return simd && cpu_avx2;
 #else
     return 0;
 #endif
 }
 
+/* Turns the AVX2 paths off (0) or back on where the CPU has AVX2 (1): for tests of the
+   portable paths; not while blocks are being ranked. Returns whether AVX2 is taken now. */
+int64_t jaxsvr_set_simd(int64_t on) {
+    simd = on != 0;
+    return use_avx2();
+}
+
 static int64_t flagged_positions(const uint32_t *row, int64_t m, uint32_t mask, int64_t *out) {
 #ifdef HAVE_AVX2_PATH
-    __builtin_cpu_init();
-    if (simd && __builtin_cpu_supports("avx2")) return flagged_avx2(row, m, mask, out);
+    if (use_avx2()) return flagged_avx2(row, m, mask, out);
 #endif
-    return flagged_scalar(row, m, mask, out);
+    return flagged_scalar(row, 0, m, mask, out, 0);
 }
 
 /* dst [n, m] = the n columns of src over m rows (src row-major, ld elements a row):
@@ -160,8 +163,7 @@ __attribute__((target("avx2"))) static void transposed_avx2(const uint32_t *src,
 
 void jaxsvr_transposed(const uint32_t *src, int64_t ld, int64_t n, int64_t m, uint32_t *dst) {
 #ifdef HAVE_AVX2_PATH
-    __builtin_cpu_init();
-    if (simd && __builtin_cpu_supports("avx2")) {
+    if (use_avx2()) {
         transposed_avx2(src, ld, n, m, dst);
         return;
     }
@@ -261,7 +263,7 @@ typedef struct {
 typedef struct {
     KeySlot *slots;
     int32_t *next;
-    uint32_t mask; /* per row: about twice the row's relevant items, a power of two */
+    uint32_t mask; /* per row: at least 4 slots per relevant item, a power of two */
     int shift;
 } KeyHash;
 
